@@ -1,0 +1,148 @@
+#include "kernels/cpu/llama_forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/ops.h"
+
+namespace pagoda::cpu {
+
+LlamaForward::LlamaForward(const ModelConfig& config, const ModelWeights& weights,
+                           int32_t max_context)
+    : config_(config),
+      weights_(weights),
+      max_context_(std::min(max_context, config.context_length)) {
+  const size_t kv = static_cast<size_t>(config_.n_layers) * max_context_ * config_.kv_dim();
+  k_cache_.assign(kv, 0.0f);
+  v_cache_.assign(kv, 0.0f);
+  scores_.resize(static_cast<size_t>(max_context_));
+}
+
+void LlamaForward::EnsureScratch(int64_t n) {
+  const auto c = config_;
+  x_.resize(n * c.n_embd);
+  h_.resize(n * c.n_embd);
+  q_.resize(n * c.q_dim());
+  k_.resize(n * c.kv_dim());
+  v_.resize(n * c.kv_dim());
+  attn_.resize(n * c.q_dim());
+  gate_.resize(n * c.n_ff);
+  up_.resize(n * c.n_ff);
+}
+
+Result<std::span<const float>> LlamaForward::Forward(std::span<const int32_t> tokens,
+                                                     bool all_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return InvalidArgument("tokens: empty");
+  if (num_cached_ + n > max_context_) {
+    return OutOfRange("tokens: position " + std::to_string(num_cached_ + n - 1) +
+                      " is past the context length " + std::to_string(max_context_));
+  }
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return InvalidArgument("tokens: id " + std::to_string(id) + " outside the vocabulary [0, " +
+                             std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  EnsureScratch(n);
+  for (int64_t t = 0; t < n; ++t) {
+    EmbeddingRow(weights_.token_embd, tokens[t], x_.data() + t * config_.n_embd);
+  }
+  for (int l = 0; l < config_.n_layers; ++l) {
+    AttentionLayer(l, n);
+    MlpLayer(l, n);
+  }
+  num_cached_ += static_cast<int32_t>(n);
+
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t rows = n - first;
+  for (int64_t t = first; t < n; ++t) {
+    float* x = x_.data() + t * config_.n_embd;
+    RmsNorm(x, weights_.output_norm.data(), config_.n_embd, config_.rms_eps,
+            h_.data() + (t - first) * config_.n_embd);
+  }
+  logits_.resize(rows * config_.vocab_size);
+  MatMul(weights_.output, h_.data(), rows, logits_.data());
+  return std::span<const float>(logits_);
+}
+
+void LlamaForward::AttentionLayer(int layer, int64_t n) {
+  const LayerWeights& w = weights_.layers[layer];
+  const auto& c = config_;
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(x_.data() + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps,
+            h_.data() + t * c.n_embd);
+  }
+  MatMul(w.wq, h_.data(), n, q_.data());
+  MatMul(w.wk, h_.data(), n, k_.data());
+  MatMul(w.wv, h_.data(), n, v_.data());
+  const size_t layer_off = static_cast<size_t>(layer) * max_context_ * c.kv_dim();
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = q_.data() + t * c.q_dim();
+    float* k = k_.data() + t * c.kv_dim();
+    float* v = v_.data() + t * c.kv_dim();
+    if (c.has_qkv_bias) {
+      for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
+      for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
+    }
+    const int64_t pos = num_cached_ + t;
+    ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
+    ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
+    std::copy(k, k + c.kv_dim(), k_cache_.begin() + layer_off + pos * c.kv_dim());
+    std::copy(v, v + c.kv_dim(), v_cache_.begin() + layer_off + pos * c.kv_dim());
+  }
+  for (int64_t t = 0; t < n; ++t) Attend(layer, t, q_.data() + t * c.q_dim(),
+                                         attn_.data() + t * c.q_dim());
+  MatMul(w.wo, attn_.data(), n, h_.data());
+  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+}
+
+// Attention of chunk token t (position num_cached_ + t) over positions [0, pos].
+void LlamaForward::Attend(int layer, int64_t t, const float* q, float* out) {
+  const auto& c = config_;
+  const int64_t pos = num_cached_ + t;
+  const int group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const size_t layer_off = static_cast<size_t>(layer) * max_context_ * c.kv_dim();
+  for (int h = 0; h < c.n_heads; ++h) {
+    const int kvh = h / group;
+    const float* qh = q + h * c.head_dim;
+    float max_score = -INFINITY;
+    for (int64_t p = 0; p <= pos; ++p) {
+      const float* kp = k_cache_.data() + layer_off + p * c.kv_dim() + kvh * c.head_dim;
+      float s = 0.0f;
+      for (int d = 0; d < c.head_dim; ++d) s += qh[d] * kp[d];
+      scores_[p] = s * scale;
+      max_score = std::max(max_score, scores_[p]);
+    }
+    double sum = 0.0;
+    for (int64_t p = 0; p <= pos; ++p) {
+      scores_[p] = std::exp(scores_[p] - max_score);
+      sum += scores_[p];
+    }
+    float* oh = out + h * c.head_dim;
+    std::fill(oh, oh + c.head_dim, 0.0f);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t p = 0; p <= pos; ++p) {
+      const float* vp = v_cache_.data() + layer_off + p * c.kv_dim() + kvh * c.head_dim;
+      const float a = scores_[p] * inv;
+      for (int d = 0; d < c.head_dim; ++d) oh[d] += a * vp[d];
+    }
+  }
+}
+
+void LlamaForward::MlpLayer(int layer, int64_t n) {
+  const LayerWeights& w = weights_.layers[layer];
+  const auto& c = config_;
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(x_.data() + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps,
+            h_.data() + t * c.n_embd);
+  }
+  MatMul(w.w_gate, h_.data(), n, gate_.data());
+  MatMul(w.w_up, h_.data(), n, up_.data());
+  SwiGlu(gate_.data(), up_.data(), n * c.n_ff);
+  MatMul(w.w_down, gate_.data(), n, h_.data());
+  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,82 @@
+#include "kernels/cpu/ops.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <vector>
+
+namespace pagoda::cpu {
+namespace {
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  float s = 0.0f;
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+}  // namespace
+
+void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.cols));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.rows, grain),
+                    [&](const tbb::blocked_range<int64_t>& range) {
+                      std::vector<float> row;
+                      if (w.type != GgmlType::kF32) row.resize(static_cast<size_t>(w.cols));
+                      for (int64_t r = range.begin(); r < range.end(); ++r) {
+                        const float* wr = reinterpret_cast<const float*>(w.row(r));
+                        if (w.type != GgmlType::kF32) {
+                          DequantizeRow(w.type, w.row(r), row.data(), w.cols);
+                          wr = row.data();
+                        }
+                        for (int64_t t = 0; t < n_tokens; ++t) {
+                          y[t * w.rows + r] = Dot(wr, x + t * w.cols, w.cols);
+                        }
+                      }
+                    });
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, int64_t pos,
+               float base, RopeLayout layout) {
+  const int32_t half = rope_dim / 2;
+  for (int32_t i = 0; i < half; ++i) {
+    const double theta =
+        static_cast<double>(pos) * std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
+    const float c = static_cast<float>(std::cos(theta));
+    const float s = static_cast<float>(std::sin(theta));
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      const int32_t a = layout == RopeLayout::kInterleaved ? 2 * i : i;
+      const int32_t b = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;
+      const float x0 = v[a];
+      const float x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void SwiGlu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void EmbeddingRow(const WeightView& table, int32_t token, float* out) {
+  DequantizeRow(table.type, table.row(token), out, table.cols);
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,33 @@
+// Basic fp32 CPU ops used by the model forward: matmul against a typed weight matrix,
+// RMSNorm, RoPE (both layouts), SwiGLU, embedding lookup.
+//
+// Layouts: activations are row-major [n_tokens][dim] fp32. A WeightView is [rows][cols] in
+// its storage type; MatMul computes y[t][r] = sum_c W[r][c] * x[t][c].
+#pragma once
+
+#include <cstdint>
+
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace pagoda::cpu {
+
+// y: [n_tokens][w.rows], x: [n_tokens][w.cols]. Parallel over rows (oneTBB); each weight row
+// is read once for all tokens.
+void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y);
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; out may alias x.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// Rotates the first rope_dim dims of each of n_heads heads (head-major [n_heads][head_dim]) of
+// one token at position pos. theta_i = pos * base^(-2i/rope_dim).
+void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, int64_t pos,
+               float base, RopeLayout layout);
+
+// gate[i] = silu(gate[i]) * up[i]
+void SwiGlu(float* gate, const float* up, int64_t n);
+
+// out = row `token` of the embedding table, as fp32.
+void EmbeddingRow(const WeightView& table, int32_t token, float* out);
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,224 @@
+#include "model/tensor_types.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace pagoda {
+namespace {
+
+constexpr int64_t kQK8_0 = 32;
+constexpr int64_t kQK4_0 = 32;
+constexpr int64_t kQK_K = 256;
+
+constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
+    {GgmlType::kF32, "F32", 1, 4, true},
+    {GgmlType::kF16, "F16", 1, 2, true},
+    {GgmlType::kQ4_0, "Q4_0", kQK4_0, 2 + kQK4_0 / 2, false},
+    {GgmlType::kQ4_1, "Q4_1", 32, 4 + 16, false},
+    {GgmlType::kQ5_0, "Q5_0", 32, 2 + 4 + 16, false},
+    {GgmlType::kQ5_1, "Q5_1", 32, 4 + 4 + 16, false},
+    {GgmlType::kQ8_0, "Q8_0", kQK8_0, 2 + kQK8_0, true},
+    {GgmlType::kQ8_1, "Q8_1", 32, 4 + 32, false},
+    {GgmlType::kQ2_K, "Q2_K", kQK_K, 2 * 2 + kQK_K / 16 + kQK_K / 4, false},
+    {GgmlType::kQ3_K, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, false},
+    {GgmlType::kQ4_K, "Q4_K", kQK_K, 2 * 2 + 12 + kQK_K / 2, false},
+    {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, false},
+    {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, false},
+    {GgmlType::kQ8_K, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false},
+    {GgmlType::kI8, "I8", 1, 1, false},
+    {GgmlType::kI16, "I16", 1, 2, false},
+    {GgmlType::kI32, "I32", 1, 4, false},
+    {GgmlType::kI64, "I64", 1, 8, false},
+    {GgmlType::kF64, "F64", 1, 8, false},
+    {GgmlType::kBF16, "BF16", 1, 2, true},
+}};
+
+}  // namespace
+
+std::optional<GgmlTypeTraits> GetTypeTraits(uint32_t raw_type) {
+  for (const auto& t : kTraits) {
+    if (static_cast<uint32_t>(t.type) == raw_type) return t;
+  }
+  return std::nullopt;
+}
+
+const GgmlTypeTraits& TypeTraits(GgmlType type) {
+  for (const auto& t : kTraits) {
+    if (t.type == type) return t;
+  }
+  return kTraits[0];  // unreachable for valid enum values
+}
+
+const char* TypeName(GgmlType type) { return TypeTraits(type).name; }
+
+std::optional<GgmlType> ParseTypeName(std::string_view name) {
+  std::string upper(name);
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  for (const auto& t : kTraits) {
+    if (upper == t.name) return t.type;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> RowBytes(GgmlType type, int64_t n) {
+  const GgmlTypeTraits& t = TypeTraits(type);
+  if (n < 0 || n % t.block_size != 0) return std::nullopt;
+  return n / t.block_size * t.type_size;
+}
+
+float Fp16ToFp32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);  // inf / nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    do {
+      ++e;
+      mant <<= 1;
+    } while ((mant & 0x400) == 0);
+    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t Fp32ToFp16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or nan
+    return sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0);
+  }
+  if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: overflow to inf
+  if (abs < 0x38800000u) {                        // result is subnormal or zero
+    if (abs < 0x33000000u) return sign;          // < 2^-25 rounds to 0
+    const uint32_t e = abs >> 23;
+    const uint32_t m = (abs & 0x7fffff) | 0x800000;
+    const uint32_t shift = 126 - e;  // 14 + (113 - e) - 1
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return sign | static_cast<uint16_t>(r);
+  }
+  uint32_t r = ((abs >> 13) - (112u << 10));
+  const uint32_t rem = abs & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) ++r;
+  return sign | static_cast<uint16_t>(r);
+}
+
+uint16_t Fp32ToBf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // nan
+  const uint32_t rounding = 0x7fff + ((x >> 16) & 1);
+  return static_cast<uint16_t>((x + rounding) >> 16);
+}
+
+namespace {
+
+void DequantizeQ8_0(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const uint8_t* block = src + b * (2 + kQK8_0);
+    uint16_t d16;
+    std::memcpy(&d16, block, 2);
+    const float d = Fp16ToFp32(d16);
+    const int8_t* qs = reinterpret_cast<const int8_t*>(block + 2);
+    for (int64_t i = 0; i < kQK8_0; ++i) dst[b * kQK8_0 + i] = d * static_cast<float>(qs[i]);
+  }
+}
+
+// Same rounding as ggml's quantize_row_q8_0_ref: d = amax / 127, q = round(x / d).
+void QuantizeQ8_0(const float* src, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const float* x = src + b * kQK8_0;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < kQK8_0; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* block = dst + b * (2 + kQK8_0);
+    const uint16_t d16 = Fp32ToFp16(d);
+    std::memcpy(block, &d16, 2);
+    int8_t* qs = reinterpret_cast<int8_t*>(block + 2);
+    for (int64_t i = 0; i < kQK8_0; ++i) qs[i] = static_cast<int8_t>(std::lround(x[i] * id));
+  }
+}
+
+}  // namespace
+
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        dst[i] = Fp16ToFp32(h);
+      }
+      return;
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        dst[i] = Bf16ToFp32(h);
+      }
+      return;
+    case GgmlType::kQ8_0:
+      DequantizeQ8_0(bytes, dst, n);
+      return;
+    default:
+      break;
+  }
+  throw std::logic_error(std::string("DequantizeRow: unsupported type ") + TypeName(type));
+}
+
+bool CanQuantize(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
+         type == GgmlType::kQ8_0;
+}
+
+void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
+  auto* bytes = static_cast<uint8_t*>(dst);
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = Fp32ToFp16(src[i]);
+        std::memcpy(bytes + 2 * i, &h, 2);
+      }
+      return;
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = Fp32ToBf16(src[i]);
+        std::memcpy(bytes + 2 * i, &h, 2);
+      }
+      return;
+    case GgmlType::kQ8_0:
+      QuantizeQ8_0(src, bytes, n);
+      return;
+    default:
+      break;
+  }
+  throw std::logic_error(std::string("QuantizeRow: unsupported type ") + TypeName(type));
+}
+
+}  // namespace pagoda

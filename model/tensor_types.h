@@ -1,0 +1,74 @@
+// GGML tensor element types as stored in GGUF files: ids, block geometry, row sizes,
+// fp16/bf16 conversion and reference dequantization to fp32.
+//
+// A "block" is the unit a quantized type is stored in: `block_size` elements packed into
+// `type_size` bytes (1 element / 4 bytes for F32). A row of n elements needs n % block_size == 0.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace pagoda {
+
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kBF16 = 30,
+};
+
+struct GgmlTypeTraits {
+  GgmlType type;
+  const char* name;
+  int64_t block_size;  // elements per block
+  int64_t type_size;   // bytes per block
+  bool can_dequantize; // Pagoda has a dequantizer (and so can compute with it)
+};
+
+// Traits for a raw type id read from a file; nullopt if the id is not a known GGML type.
+std::optional<GgmlTypeTraits> GetTypeTraits(uint32_t raw_type);
+const GgmlTypeTraits& TypeTraits(GgmlType type);
+const char* TypeName(GgmlType type);
+// Parses "f32", "F16", "q8_0", ... (case-insensitive).
+std::optional<GgmlType> ParseTypeName(std::string_view name);
+
+// Bytes of a row of `n` elements, or nullopt when n is not a multiple of the block size.
+std::optional<int64_t> RowBytes(GgmlType type, int64_t n);
+
+float Fp16ToFp32(uint16_t h);
+uint16_t Fp32ToFp16(float f);  // round to nearest even
+inline float Bf16ToFp32(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+uint16_t Fp32ToBf16(float f);  // round to nearest even, NaN preserved
+
+// Dequantizes one row of n elements (n a multiple of the block size) from `src` into `dst`.
+// Precondition: TypeTraits(type).can_dequantize.
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
+// Quantizes one row of n floats into `dst` (RowBytes(type, n) bytes). Supports F32, F16, BF16, Q8_0.
+void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
+bool CanQuantize(GgmlType type);
+
+}  // namespace pagoda

@@ -1,0 +1,73 @@
+// Tokenizer: text <-> token ids for one model vocabulary.
+//
+// Implementations: SentencePiece-style (model/tokenizer/spm_tokenizer.h); byte-level BPE later.
+// All methods are const and thread-safe. Token ids outside [0, vocab_size()) are a caller error
+// that Decode/TokenBytes answer with an empty string (never a crash).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pagoda {
+
+enum class TokenKind : int32_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Encodes plain text. Control tokens are never produced from text. `add_bos` prepends BOS
+  // when the vocabulary has one.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos) const = 0;
+
+  // The bytes token `id` stands for in running text (a byte token gives its byte; a control
+  // token gives ""). For SentencePiece the "▁" meta symbol becomes a space. Bytes may be a
+  // partial UTF-8 sequence.
+  virtual std::string TokenBytes(int32_t id) const = 0;
+
+  // Decodes a whole sequence (as SentencePiece does: the dummy-prefix space of the first
+  // token is removed). Invalid UTF-8 is replaced with U+FFFD.
+  virtual std::string Decode(std::span<const int32_t> ids) const = 0;
+
+  // The piece string as stored in the vocabulary (e.g. "▁Hello", "<0x0A>").
+  virtual std::string_view Piece(int32_t id) const = 0;
+  virtual TokenKind Kind(int32_t id) const = 0;
+
+  virtual int32_t vocab_size() const = 0;
+  virtual int32_t bos_id() const = 0;  // -1 if none
+  virtual int32_t eos_id() const = 0;  // -1 if none
+  // Whether the model expects BOS in front of a prompt by default.
+  virtual bool add_bos_by_default() const = 0;
+};
+
+// Incremental detokenizer for one sequence. Feed ids one at a time; each call returns the
+// newly completed text, always valid UTF-8 (bytes of a character split across tokens are held
+// until complete). The concatenation of all deltas plus Flush() equals Decode(all ids).
+class StreamingDecoder {
+ public:
+  explicit StreamingDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  std::string Push(int32_t id);
+  // Returns whatever is held back (incomplete UTF-8 becomes U+FFFD).
+  std::string Flush();
+
+ private:
+  const Tokenizer& tokenizer_;
+  // Until Decode() of the sequence so far produces text, the ids whose TokenBytes are
+  // non-empty are kept here (Decode may strip a leading space at the start of a sequence).
+  std::vector<int32_t> start_ids_;
+  bool started_ = false;
+  std::string pending_;  // bytes of an incomplete UTF-8 character held back
+};
+
+}  // namespace pagoda

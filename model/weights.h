@@ -1,0 +1,47 @@
+// Model weights as typed views into the mapped model file (no copies for matrices).
+//
+// A WeightView is a row-major matrix [rows][cols] stored in a GGML type: row r starts at
+// data + r * RowBytes(type, cols). For GGUF tensors rows = ne[1], cols = ne[0], so a
+// projection W maps a `cols`-vector to a `rows`-vector. 1-D tensors (norms, biases) are
+// converted to owned fp32 vectors at load time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "model/tensor_types.h"
+
+namespace pagoda {
+
+struct WeightView {
+  GgmlType type = GgmlType::kF32;
+  const uint8_t* data = nullptr;  // not owned: points into the model file mapping
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_bytes = 0;
+  const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;         // [n_embd]
+  WeightView wq, wk, wv, wo;            // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
+  std::vector<float> bq, bk, bv;        // empty unless the architecture has QKV bias
+  std::vector<float> ffn_norm;          // [n_embd]
+  WeightView w_gate, w_up, w_down;      // [n_ff][n_embd] x2, [n_embd][n_ff]
+};
+
+struct ModelWeights {
+  WeightView token_embd;  // [vocab][n_embd]
+  std::vector<float> output_norm;
+  WeightView output;      // [vocab][n_embd]; == token_embd when tied
+  std::vector<LayerWeights> layers;
+};
+
+// Binds every tensor the architecture needs, checking names, shapes and that Pagoda can compute
+// with their types. The views stay valid while `file` lives. Errors name the tensor.
+Result<ModelWeights> BindGgufWeights(const GgufFile& file, const ModelConfig& config);
+
+}  // namespace pagoda

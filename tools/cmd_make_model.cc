@@ -1,0 +1,58 @@
+// `pagoda make-model`: writes a synthetic Llama GGUF (see tools/make_model.h).
+#include <cstdio>
+
+#include "tools/commands.h"
+#include "tools/make_model.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct MakeModelArgs {
+  MakeModelOptions options;
+  std::string dtype = "f32";
+  bool quiet = false;
+};
+
+int RunMakeModel(MakeModelArgs& args) {
+  const auto dtype = ParseTypeName(args.dtype);
+  if (!dtype) {
+    std::fprintf(stderr, "error: --dtype: '%s' (expected f32, f16, bf16 or q8_0)\n",
+                 args.dtype.c_str());
+    return 2;
+  }
+  args.options.dtype = *dtype;
+  Status st = MakeModel(args.options, [&](int64_t done, int64_t total) {
+    if (!args.quiet) std::fprintf(stderr, "\r[pagoda] make-model: tensor %lld/%lld", 
+                                  static_cast<long long>(done), static_cast<long long>(total));
+  });
+  if (!args.quiet) std::fprintf(stderr, "\n");
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  if (!args.quiet) std::fprintf(stderr, "[pagoda] wrote %s\n", args.options.output.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterMakeModel(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<MakeModelArgs>();
+  CLI::App* cmd = app.add_subcommand("make-model", "Write a synthetic Llama GGUF with random weights");
+  cmd->add_option("--output,-o", args->options.output, "Output GGUF path")->required();
+  cmd->add_option("--preset", args->options.preset, "tiny | small | medium")
+      ->capture_default_str()->check(CLI::IsMember({"tiny", "small", "medium"}));
+  cmd->add_option("--dtype", args->dtype, "f32 | f16 | bf16 | q8_0")->capture_default_str();
+  cmd->add_option("--vocab-from", args->options.vocab_from,
+                  "tokenizer.model or GGUF to take the vocabulary from (default: built-in "
+                  "byte-level vocabulary)");
+  cmd->add_option("--seed", args->options.seed, "Weight seed")->capture_default_str();
+  cmd->add_option("--layers", args->options.n_layers, "Override the preset's layer count")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--context", args->options.context_length, "Override the context length")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
+  cmd->callback([args, exit_code] { *exit_code = RunMakeModel(*args); });
+}
+
+}  // namespace pagoda::cli

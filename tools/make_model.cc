@@ -1,0 +1,226 @@
+#include "tools/make_model.h"
+
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <memory>
+
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
+#include "model/tokenizer/sentencepiece_model.h"
+
+namespace pagoda {
+namespace {
+
+// SplitMix64: a tiny, high-quality seeded generator; one stream per (tensor, row).
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t Next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  // Standard normal via Box-Muller.
+  float Normal() {
+    const double u1 = std::max(Uniform(), 1e-300);
+    const double u2 = Uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  }
+};
+
+uint64_t HashName(const std::string& s, uint64_t seed) {
+  uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The vocabulary written into the model: either GGUF tokenizer keys copied verbatim, or
+// explicit SentencePiece-style arrays.
+struct VocabSource {
+  std::unique_ptr<GgufFile> gguf;  // when copying from a GGUF
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  int32_t bos = 1, eos = 2, unk = 0;
+  int64_t size() const;
+};
+
+int64_t VocabSource::size() const {
+  if (gguf) {
+    const GgufValue* t = gguf->FindArray("tokenizer.ggml.tokens");
+    return t ? static_cast<int64_t>(t->array_size()) : 0;
+  }
+  return static_cast<int64_t>(tokens.size());
+}
+
+// <unk>, <s>, </s>, the 256 byte tokens, "▁" and the printable ASCII characters.
+VocabSource BuiltinVocab() {
+  VocabSource v;
+  auto add = [&](std::string piece, float score, int32_t type) {
+    v.tokens.push_back(std::move(piece));
+    v.scores.push_back(score);
+    v.types.push_back(type);
+  };
+  add("<unk>", 0.0f, 2);
+  add("<s>", 0.0f, 3);
+  add("</s>", 0.0f, 3);
+  static const char* kHex = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) add(std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">", 0, 6);
+  add("\xE2\x96\x81", -1.0f, 1);
+  for (int c = 0x21; c < 0x7f; ++c) add(std::string(1, static_cast<char>(c)), -2.0f - c, 1);
+  return v;
+}
+
+Result<VocabSource> LoadVocab(const std::string& path) {
+  if (path.empty()) return BuiltinVocab();
+  auto gguf = GgufFile::Open(path);
+  if (gguf.ok()) {
+    VocabSource v;
+    v.gguf = std::move(gguf).value();
+    if (!v.gguf->FindArray("tokenizer.ggml.tokens")) {
+      return InvalidArgument(path + ": no tokenizer.ggml.tokens array to copy the vocabulary from");
+    }
+    return v;
+  }
+  auto spm = LoadSentencePieceModel(path);
+  if (!spm.ok()) {
+    return InvalidArgument("--vocab-from " + path + ": neither a GGUF (" +
+                           gguf.status().message() + ") nor a SentencePiece model (" +
+                           spm.status().message() + ")");
+  }
+  VocabSource v;
+  v.tokens = spm->pieces;
+  v.scores = spm->scores;
+  for (TokenKind k : spm->kinds) v.types.push_back(static_cast<int32_t>(k));
+  v.bos = spm->bos_id;
+  v.eos = spm->eos_id;
+  v.unk = spm->unk_id;
+  return v;
+}
+
+void WriteVocab(const VocabSource& v, GgufWriter& w) {
+  if (v.gguf) {
+    for (const auto& [key, value] : v.gguf->metadata()) {
+      if (key.rfind("tokenizer.", 0) == 0) w.AddValue(key, value);
+    }
+    return;
+  }
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos));
+  w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos));
+  w.AddUint32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk));
+  w.AddBool("tokenizer.ggml.add_bos_token", true);
+  w.AddBool("tokenizer.ggml.add_eos_token", false);
+}
+
+uint32_t FileType(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+// Random [rows][cols] matrix, N(0, stddev) (or uniform [lo, hi) when lo < hi), stored as `type`.
+std::vector<uint8_t> RandomTensor(const std::string& name, uint64_t seed, int64_t rows,
+                                  int64_t cols, GgmlType type, float stddev, float lo = 0,
+                                  float hi = 0) {
+  const int64_t row_bytes = *RowBytes(type, cols);
+  std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes));
+  const uint64_t base = HashName(name, seed);
+  tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
+    SplitMix64 rng{base + static_cast<uint64_t>(r) * 0x632be59bd9b4e019ull};
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (auto& x : row) x = lo < hi ? lo + (hi - lo) * static_cast<float>(rng.Uniform())
+                                    : stddev * rng.Normal();
+    QuantizeRow(type, row.data(), data.data() + r * row_bytes, cols);
+  });
+  return data;
+}
+
+}  // namespace
+
+Result<ModelShape> PresetShape(const std::string& preset) {
+  // n_embd, n_layers, n_heads, n_kv_heads, n_ff, context, rope theta, tied
+  if (preset == "tiny") return ModelShape{256, 4, 8, 2, 768, 1024, 10000.0f, false};
+  if (preset == "small") return ModelShape{576, 30, 9, 3, 1536, 2048, 100000.0f, true};
+  if (preset == "medium") return ModelShape{2048, 22, 32, 4, 5632, 2048, 10000.0f, false};
+  return InvalidArgument("--preset: '" + preset + "' (expected tiny, small or medium)");
+}
+
+Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& progress) {
+  PAGODA_ASSIGN_OR_RETURN(ModelShape s, PresetShape(o.preset));
+  if (o.n_layers > 0) s.n_layers = o.n_layers;
+  if (o.context_length > 0) s.context_length = o.context_length;
+  if (!CanQuantize(o.dtype)) {
+    return InvalidArgument(std::string("--dtype: ") + TypeName(o.dtype) +
+                           " cannot be written (expected f32, f16, bf16 or q8_0)");
+  }
+  if (s.n_embd % TypeTraits(o.dtype).block_size || s.n_ff % TypeTraits(o.dtype).block_size) {
+    return InvalidArgument("--dtype: the preset's dims are not a multiple of the block size");
+  }
+  PAGODA_ASSIGN_OR_RETURN(VocabSource vocab, LoadVocab(o.vocab_from));
+  const int64_t n_vocab = vocab.size();
+  const int32_t head_dim = s.n_embd / s.n_heads;
+
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("general.name", "pagoda-synthetic-" + o.preset);
+  w.AddUint32("general.file_type", FileType(o.dtype));
+  w.AddUint32("general.quantization_version", 2);
+  w.AddUint32("llama.context_length", static_cast<uint32_t>(s.context_length));
+  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.AddUint32("llama.block_count", static_cast<uint32_t>(s.n_layers));
+  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.AddFloat32("llama.rope.freq_base", s.rope_theta);
+  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.AddUint32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  WriteVocab(vocab, w);
+
+  const int64_t total = 3 + 9 * int64_t{s.n_layers};
+  int64_t done = 0;
+  auto add = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type,
+                 float stddev, float lo = 0, float hi = 0) -> Status {
+    auto data = RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi);
+    std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
+    PAGODA_RETURN_IF_ERROR(w.AddTensor(name, type, std::move(ne), std::move(data)));
+    if (progress) progress(++done, total);
+    return Status::Ok();
+  };
+  const auto f32 = GgmlType::kF32;
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
+  PAGODA_RETURN_IF_ERROR(add("token_embd.weight", n_vocab, s.n_embd, o.dtype, 1.0f));
+  PAGODA_RETURN_IF_ERROR(add("output_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
+  if (!s.tied_embeddings) {
+    PAGODA_RETURN_IF_ERROR(add("output.weight", n_vocab, s.n_embd, o.dtype, 2.5f * in_std));
+  } else if (progress) {
+    progress(++done, total);
+  }
+  const int64_t q_dim = int64_t{head_dim} * s.n_heads, kv_dim = int64_t{head_dim} * s.n_kv_heads;
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    PAGODA_RETURN_IF_ERROR(add(p + "attn_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
+    PAGODA_RETURN_IF_ERROR(add(p + "attn_q.weight", q_dim, s.n_embd, o.dtype, 1.3f * in_std));
+    PAGODA_RETURN_IF_ERROR(add(p + "attn_k.weight", kv_dim, s.n_embd, o.dtype, 1.3f * in_std));
+    PAGODA_RETURN_IF_ERROR(add(p + "attn_v.weight", kv_dim, s.n_embd, o.dtype, in_std));
+    PAGODA_RETURN_IF_ERROR(add(p + "attn_output.weight", s.n_embd, q_dim, o.dtype,
+                               1.0f / std::sqrt(static_cast<float>(q_dim))));
+    PAGODA_RETURN_IF_ERROR(add(p + "ffn_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
+    PAGODA_RETURN_IF_ERROR(add(p + "ffn_gate.weight", s.n_ff, s.n_embd, o.dtype, in_std));
+    PAGODA_RETURN_IF_ERROR(add(p + "ffn_up.weight", s.n_ff, s.n_embd, o.dtype, in_std));
+    PAGODA_RETURN_IF_ERROR(add(p + "ffn_down.weight", s.n_embd, s.n_ff, o.dtype,
+                               1.0f / std::sqrt(static_cast<float>(s.n_ff))));
+  }
+  return w.Write(o.output);
+}
+
+}  // namespace pagoda

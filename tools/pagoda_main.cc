@@ -1,0 +1,16 @@
+// `pagoda`: the single CLI binary (generate, tokenize, inspect, make-model; later serve, bench).
+#include <CLI/CLI.hpp>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Pagoda: an LLM decoding inference server"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  pagoda::cli::RegisterGenerate(app, &exit_code);
+  pagoda::cli::RegisterTokenize(app, &exit_code);
+  pagoda::cli::RegisterInspect(app, &exit_code);
+  pagoda::cli::RegisterMakeModel(app, &exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
