@@ -1,0 +1,48 @@
+// KV cache configuration: block geometry, element dtype and pool sizing.
+//
+// Offers KvCacheConfig (plain data), its validation (errors name the offending field),
+// KvDtype helpers, and the pool sizing rule: the number of blocks is either given
+// (num_blocks) or derived from a memory budget (memory_bytes / KvBytesPerBlock()).
+// Pool layout per layer: [2][num_blocks][n_kv_heads][block_size][head_dim], K = [0], V = [1].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace pagoda {
+
+// Element type of the KV pool. kFp8E4m3 is OCP float8_e4m3fn (finite, max 448), see fp8_e4m3.h.
+enum class KvDtype { kF32, kBf16, kF16, kFp8E4m3 };
+
+// Bytes of one element of `dtype` (4, 2, 2, 1).
+size_t KvDtypeSize(KvDtype dtype);
+// "f32", "bf16", "f16", "fp8_e4m3".
+const char* KvDtypeName(KvDtype dtype);
+// Parses the names above (case-insensitive); "fp8" is accepted for "fp8_e4m3".
+Result<KvDtype> ParseKvDtype(std::string_view name);
+
+struct KvCacheConfig {
+  int32_t block_size = 16;   // tokens per block; a power of two in [1, 256]
+  int64_t num_blocks = 0;    // set exactly one of num_blocks / memory_bytes
+  int64_t memory_bytes = 0;  // pool budget for all layers, K and V
+  KvDtype dtype = KvDtype::kBf16;
+  int32_t n_layers = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  bool enable_prefix_caching = true;
+};
+
+// OK if every field is usable; otherwise InvalidArgument naming the field and what was expected.
+Status ValidateKvCacheConfig(const KvCacheConfig& config);
+// Bytes of one block across all layers, K and V. Precondition: geometry fields are positive.
+int64_t KvBytesPerBlock(const KvCacheConfig& config);
+// Bytes of one block of one layer for K or V alone: n_kv_heads * block_size * head_dim * elem.
+int64_t KvBytesPerBlockPerLayer(const KvCacheConfig& config);
+// Validates `config` and returns the number of blocks: num_blocks, or memory_bytes divided by
+// KvBytesPerBlock() (InvalidArgument if that leaves no block).
+Result<int32_t> ResolveNumBlocks(const KvCacheConfig& config);
+
+}  // namespace pagoda
