@@ -47,7 +47,9 @@ class Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
@@ -64,7 +66,7 @@ inline Status FailedPrecondition(std::string m) {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok() && "Result built from an OK status");
   }
@@ -92,15 +94,15 @@ class Result {
 #define PAGODA_CONCAT(a, b) PAGODA_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define PAGODA_RETURN_IF_ERROR(expr)          \
-  do {                                        \
-    ::pagoda::Status _pagoda_st = (expr);     \
-    if (!_pagoda_st.ok()) return _pagoda_st;  \
+#define PAGODA_RETURN_IF_ERROR(expr)         \
+  do {                                       \
+    ::pagoda::Status _pagoda_st = (expr);    \
+    if (!_pagoda_st.ok()) return _pagoda_st; \
   } while (0)
 
 // `PAGODA_ASSIGN_OR_RETURN(auto x, MakeX());` unwraps a Result or returns its Status.
-#define PAGODA_ASSIGN_OR_RETURN(lhs, expr)                          \
-  auto PAGODA_CONCAT(_pagoda_res_, __LINE__) = (expr);              \
-  if (!PAGODA_CONCAT(_pagoda_res_, __LINE__).ok())                  \
-    return PAGODA_CONCAT(_pagoda_res_, __LINE__).status();          \
+#define PAGODA_ASSIGN_OR_RETURN(lhs, expr)                 \
+  auto PAGODA_CONCAT(_pagoda_res_, __LINE__) = (expr);     \
+  if (!PAGODA_CONCAT(_pagoda_res_, __LINE__).ok())         \
+    return PAGODA_CONCAT(_pagoda_res_, __LINE__).status(); \
   lhs = std::move(PAGODA_CONCAT(_pagoda_res_, __LINE__)).value()

@@ -47,9 +47,9 @@ bool ValidGgufType(uint32_t raw) { return raw <= static_cast<uint32_t>(GgufType:
 }  // namespace
 
 const char* GgufTypeName(GgufType type) {
-  static const char* kNames[] = {"uint8", "int8",   "uint16", "int16",  "uint32",
-                                 "int32", "float32", "bool",  "string", "array",
-                                 "uint64", "int64", "float64"};
+  static const char* kNames[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                 "int32",  "float32", "bool",   "string", "array",
+                                 "uint64", "int64",   "float64"};
   const auto i = static_cast<uint32_t>(type);
   return i < 13 ? kNames[i] : "unknown";
 }
@@ -124,14 +124,22 @@ class GgufParser {
   Status ReadScalar(GgufType type, GgufValue* v, const std::string& field) {
     v->type = type;
     switch (type) {
-      case GgufType::kUint8: return ReadInt<uint8_t>(v, field);
-      case GgufType::kInt8: return ReadInt<int8_t>(v, field);
-      case GgufType::kUint16: return ReadInt<uint16_t>(v, field);
-      case GgufType::kInt16: return ReadInt<int16_t>(v, field);
-      case GgufType::kUint32: return ReadInt<uint32_t>(v, field);
-      case GgufType::kInt32: return ReadInt<int32_t>(v, field);
-      case GgufType::kUint64: return ReadInt<uint64_t>(v, field);
-      case GgufType::kInt64: return ReadInt<int64_t>(v, field);
+      case GgufType::kUint8:
+        return ReadInt<uint8_t>(v, field);
+      case GgufType::kInt8:
+        return ReadInt<int8_t>(v, field);
+      case GgufType::kUint16:
+        return ReadInt<uint16_t>(v, field);
+      case GgufType::kInt16:
+        return ReadInt<int16_t>(v, field);
+      case GgufType::kUint32:
+        return ReadInt<uint32_t>(v, field);
+      case GgufType::kInt32:
+        return ReadInt<int32_t>(v, field);
+      case GgufType::kUint64:
+        return ReadInt<uint64_t>(v, field);
+      case GgufType::kInt64:
+        return ReadInt<int64_t>(v, field);
       case GgufType::kBool: {
         uint8_t b = 0;
         PAGODA_RETURN_IF_ERROR(Read(&b, field));
@@ -145,9 +153,12 @@ class GgufParser {
         v->f = f;
         return Status::Ok();
       }
-      case GgufType::kFloat64: return Read(&v->f, field);
-      case GgufType::kString: return ReadString(&v->str, field);
-      case GgufType::kArray: break;
+      case GgufType::kFloat64:
+        return Read(&v->f, field);
+      case GgufType::kString:
+        return ReadString(&v->str, field);
+      case GgufType::kArray:
+        break;
     }
     return Internal(field + ": ReadScalar on array");
   }
@@ -178,9 +189,8 @@ class GgufParser {
     uint64_t n = 0;
     PAGODA_RETURN_IF_ERROR(Read(&n, field + " array length"));
     if (n > remaining() / MinEncodedSize(v->elem_type)) {
-      return DataLoss(field + ": array of " + std::to_string(n) + " " +
-                      GgufTypeName(v->elem_type) + " cannot fit in the " +
-                      std::to_string(remaining()) + " bytes left");
+      return DataLoss(field + ": array of " + std::to_string(n) + " " + GgufTypeName(v->elem_type) +
+                      " cannot fit in the " + std::to_string(remaining()) + " bytes left");
     }
     for (uint64_t j = 0; j < n; ++j) {
       const std::string item = field + "[" + std::to_string(j) + "]";
@@ -247,8 +257,8 @@ class GgufParser {
       PAGODA_RETURN_IF_ERROR(Read(&ne, field + " ne[" + std::to_string(d) + "]"));
       if (ne == 0 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
           static_cast<int64_t>(ne) > std::numeric_limits<int64_t>::max() / elements) {
-        return DataLoss(field + ": dimension ne[" + std::to_string(d) + "] = " +
-                        std::to_string(ne) + " is zero or overflows the element count");
+        return DataLoss(field + ": dimension ne[" + std::to_string(d) +
+                        "] = " + std::to_string(ne) + " is zero or overflows the element count");
       }
       elements *= static_cast<int64_t>(ne);
       info.ne.push_back(static_cast<int64_t>(ne));
@@ -340,24 +350,36 @@ std::string GgufValue::ToShortString(size_t max_items) const {
       break;
     }
     case GgufType::kFloat32:
-    case GgufType::kFloat64: os << f; break;
-    case GgufType::kBool: os << (i ? "true" : "false"); break;
-    case GgufType::kUint64: os << static_cast<uint64_t>(i); break;
+    case GgufType::kFloat64:
+      os << f;
+      break;
+    case GgufType::kBool:
+      os << (i ? "true" : "false");
+      break;
+    case GgufType::kUint64:
+      os << static_cast<uint64_t>(i);
+      break;
     case GgufType::kArray: {
       os << GgufTypeName(elem_type) << "[" << array_size() << "] [";
       const size_t n = std::min<size_t>(array_size(), max_items);
       for (size_t j = 0; j < n; ++j) {
         if (j) os << ", ";
-        if (!arr_str.empty()) os << '"' << arr_str[j] << '"';
-        else if (!arr_f.empty()) os << arr_f[j];
-        else if (!arr_i.empty()) os << arr_i[j];
-        else os << arr[j].ToShortString(2);
+        if (!arr_str.empty())
+          os << '"' << arr_str[j] << '"';
+        else if (!arr_f.empty())
+          os << arr_f[j];
+        else if (!arr_i.empty())
+          os << arr_i[j];
+        else
+          os << arr[j].ToShortString(2);
       }
       if (array_size() > n) os << ", ...";
       os << "]";
       break;
     }
-    default: os << i; break;
+    default:
+      os << i;
+      break;
   }
   return os.str();
 }

@@ -25,9 +25,9 @@ Result<SpmVocab> SpmVocabFromGguf(const GgufFile& f) {
   const GgufValue* scores = f.FindArray("tokenizer.ggml.scores");
   if (scores) {
     if (scores->arr_f.size() != n) {
-      return InvalidArgument("metadata 'tokenizer.ggml.scores': " +
-                             std::to_string(scores->array_size()) + " floats for " +
-                             std::to_string(n) + " tokens");
+      return InvalidArgument(
+          "metadata 'tokenizer.ggml.scores': " + std::to_string(scores->array_size()) +
+          " floats for " + std::to_string(n) + " tokens");
     }
     v.scores.assign(scores->arr_f.begin(), scores->arr_f.end());
   } else {
@@ -36,14 +36,14 @@ Result<SpmVocab> SpmVocabFromGguf(const GgufFile& f) {
   const GgufValue* types = f.FindArray("tokenizer.ggml.token_type");
   if (types) {
     if (types->arr_i.size() != n) {
-      return InvalidArgument("metadata 'tokenizer.ggml.token_type': " +
-                             std::to_string(types->array_size()) + " integers for " +
-                             std::to_string(n) + " tokens");
+      return InvalidArgument(
+          "metadata 'tokenizer.ggml.token_type': " + std::to_string(types->array_size()) +
+          " integers for " + std::to_string(n) + " tokens");
     }
     for (int64_t t : types->arr_i) {
       if (t < 1 || t > 6) {
-        return InvalidArgument("metadata 'tokenizer.ggml.token_type': value " +
-                               std::to_string(t) + " (expected 1..6)");
+        return InvalidArgument("metadata 'tokenizer.ggml.token_type': value " + std::to_string(t) +
+                               " (expected 1..6)");
       }
       v.kinds.push_back(static_cast<TokenKind>(t));
     }

@@ -22,19 +22,44 @@ void PutString(std::vector<uint8_t>& out, const std::string& s) {
 
 void PutScalar(std::vector<uint8_t>& out, const GgufValue& v) {
   switch (v.type) {
-    case GgufType::kUint8: Put<uint8_t>(out, static_cast<uint8_t>(v.i)); break;
-    case GgufType::kInt8: Put<int8_t>(out, static_cast<int8_t>(v.i)); break;
-    case GgufType::kUint16: Put<uint16_t>(out, static_cast<uint16_t>(v.i)); break;
-    case GgufType::kInt16: Put<int16_t>(out, static_cast<int16_t>(v.i)); break;
-    case GgufType::kUint32: Put<uint32_t>(out, static_cast<uint32_t>(v.i)); break;
-    case GgufType::kInt32: Put<int32_t>(out, static_cast<int32_t>(v.i)); break;
-    case GgufType::kUint64: Put<uint64_t>(out, static_cast<uint64_t>(v.i)); break;
-    case GgufType::kInt64: Put<int64_t>(out, v.i); break;
-    case GgufType::kBool: Put<uint8_t>(out, v.i ? 1 : 0); break;
-    case GgufType::kFloat32: Put<float>(out, static_cast<float>(v.f)); break;
-    case GgufType::kFloat64: Put<double>(out, v.f); break;
-    case GgufType::kString: PutString(out, v.str); break;
-    case GgufType::kArray: break;
+    case GgufType::kUint8:
+      Put<uint8_t>(out, static_cast<uint8_t>(v.i));
+      break;
+    case GgufType::kInt8:
+      Put<int8_t>(out, static_cast<int8_t>(v.i));
+      break;
+    case GgufType::kUint16:
+      Put<uint16_t>(out, static_cast<uint16_t>(v.i));
+      break;
+    case GgufType::kInt16:
+      Put<int16_t>(out, static_cast<int16_t>(v.i));
+      break;
+    case GgufType::kUint32:
+      Put<uint32_t>(out, static_cast<uint32_t>(v.i));
+      break;
+    case GgufType::kInt32:
+      Put<int32_t>(out, static_cast<int32_t>(v.i));
+      break;
+    case GgufType::kUint64:
+      Put<uint64_t>(out, static_cast<uint64_t>(v.i));
+      break;
+    case GgufType::kInt64:
+      Put<int64_t>(out, v.i);
+      break;
+    case GgufType::kBool:
+      Put<uint8_t>(out, v.i ? 1 : 0);
+      break;
+    case GgufType::kFloat32:
+      Put<float>(out, static_cast<float>(v.f));
+      break;
+    case GgufType::kFloat64:
+      Put<double>(out, v.f);
+      break;
+    case GgufType::kString:
+      PutString(out, v.str);
+      break;
+    case GgufType::kArray:
+      break;
   }
 }
 

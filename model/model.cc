@@ -2,8 +2,8 @@
 
 namespace pagoda {
 
-Result<std::unique_ptr<Model>> LoadModel(
-    const std::string& path, const std::function<void(const std::string&)>& progress) {
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path,
+                                         const std::function<void(const std::string&)>& progress) {
   auto report = [&](const std::string& s) {
     if (progress) progress(s);
   };
@@ -24,10 +24,9 @@ Result<std::unique_ptr<Model>> LoadModel(
   if (!tokenizer.ok()) return tokenizer.status().WithPrefix(path);
   model->tokenizer = std::move(tokenizer).value();
   if (model->tokenizer->vocab_size() != model->config.vocab_size) {
-    return InvalidArgument(path + ": tokenizer has " +
-                           std::to_string(model->tokenizer->vocab_size()) +
-                           " tokens but token_embd.weight has " +
-                           std::to_string(model->config.vocab_size) + " rows");
+    return InvalidArgument(
+        path + ": tokenizer has " + std::to_string(model->tokenizer->vocab_size()) +
+        " tokens but token_embd.weight has " + std::to_string(model->config.vocab_size) + " rows");
   }
   return model;
 }

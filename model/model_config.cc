@@ -63,13 +63,18 @@ const char* RopeLayoutName(RopeLayout layout) {
 
 Status ModelConfig::Validate() const {
   auto positive = [](int32_t v, const char* field) {
-    return v > 0 ? Status::Ok()
-                 : InvalidArgument(std::string(field) + ": " + std::to_string(v) +
-                                   " (expected > 0)");
+    return v > 0
+               ? Status::Ok()
+               : InvalidArgument(std::string(field) + ": " + std::to_string(v) + " (expected > 0)");
   };
-  for (auto [v, f] : {std::pair{n_embd, "n_embd"}, {n_layers, "n_layers"}, {n_heads, "n_heads"},
-                      {n_kv_heads, "n_kv_heads"}, {head_dim, "head_dim"}, {n_ff, "n_ff"},
-                      {vocab_size, "vocab_size"}, {context_length, "context_length"}}) {
+  for (auto [v, f] : {std::pair{n_embd, "n_embd"},
+                      {n_layers, "n_layers"},
+                      {n_heads, "n_heads"},
+                      {n_kv_heads, "n_kv_heads"},
+                      {head_dim, "head_dim"},
+                      {n_ff, "n_ff"},
+                      {vocab_size, "vocab_size"},
+                      {context_length, "context_length"}}) {
     PAGODA_RETURN_IF_ERROR(positive(v, f));
   }
   if (n_heads % n_kv_heads != 0) {

@@ -104,7 +104,7 @@ uint16_t Fp32ToFp16(float f) {
     return sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0);
   }
   if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: overflow to inf
-  if (abs < 0x38800000u) {                        // result is subnormal or zero
+  if (abs < 0x38800000u) {                       // result is subnormal or zero
     if (abs < 0x33000000u) return sign;          // < 2^-25 rounds to 0
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffff) | 0x800000;

@@ -39,9 +39,9 @@ enum class GgmlType : uint32_t {
 struct GgmlTypeTraits {
   GgmlType type;
   const char* name;
-  int64_t block_size;  // elements per block
-  int64_t type_size;   // bytes per block
-  bool can_dequantize; // Pagoda has a dequantizer (and so can compute with it)
+  int64_t block_size;   // elements per block
+  int64_t type_size;    // bytes per block
+  bool can_dequantize;  // Pagoda has a dequantizer (and so can compute with it)
 };
 
 // Traits for a raw type id read from a file; nullopt if the id is not a known GGML type.
@@ -67,7 +67,8 @@ uint16_t Fp32ToBf16(float f);  // round to nearest even, NaN preserved
 // Dequantizes one row of n elements (n a multiple of the block size) from `src` into `dst`.
 // Precondition: TypeTraits(type).can_dequantize.
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
-// Quantizes one row of n floats into `dst` (RowBytes(type, n) bytes). Supports F32, F16, BF16, Q8_0.
+// Quantizes one row of n floats into `dst` (RowBytes(type, n) bytes). Supports F32, F16, BF16,
+// Q8_0.
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 bool CanQuantize(GgmlType type);
 

@@ -25,8 +25,7 @@ Result<const GgufTensor*> FindShaped(const GgufFile& f, const std::string& name,
 }
 
 // A matrix with `cols` inputs and `rows` outputs (GGUF ne = [cols, rows]).
-Result<WeightView> Matrix(const GgufFile& f, const std::string& name, int64_t cols,
-                          int64_t rows) {
+Result<WeightView> Matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows) {
   PAGODA_ASSIGN_OR_RETURN(const GgufTensor* t, FindShaped(f, name, {cols, rows}));
   return WeightView{t->type, t->data, rows, cols, *RowBytes(t->type, cols)};
 }

@@ -26,17 +26,17 @@ struct WeightView {
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;         // [n_embd]
-  WeightView wq, wk, wv, wo;            // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
-  std::vector<float> bq, bk, bv;        // empty unless the architecture has QKV bias
-  std::vector<float> ffn_norm;          // [n_embd]
-  WeightView w_gate, w_up, w_down;      // [n_ff][n_embd] x2, [n_embd][n_ff]
+  std::vector<float> attn_norm;     // [n_embd]
+  WeightView wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
+  std::vector<float> bq, bk, bv;    // empty unless the architecture has QKV bias
+  std::vector<float> ffn_norm;      // [n_embd]
+  WeightView w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
 };
 
 struct ModelWeights {
   WeightView token_embd;  // [vocab][n_embd]
   std::vector<float> output_norm;
-  WeightView output;      // [vocab][n_embd]; == token_embd when tied
+  WeightView output;  // [vocab][n_embd]; == token_embd when tied
   std::vector<LayerWeights> layers;
 };
 

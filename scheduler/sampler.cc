@@ -37,7 +37,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     candidates_[i].first = std::exp(candidates_[i].first - max_logit);
     sum += candidates_[i].first;
   }
-  for (size_t i = 0; i < n; ++i) candidates_[i].first = static_cast<float>(candidates_[i].first / sum);
+  for (size_t i = 0; i < n; ++i)
+    candidates_[i].first = static_cast<float>(candidates_[i].first / sum);
   if (params_.top_p < 1.0f) {
     double cum = 0.0;
     size_t keep = 0;

@@ -91,15 +91,17 @@ int RunGenerate(const GenerateArgs& args) {
   }
   const double tps = r.decode_ms > 0 ? r.token_ids.size() * 1000.0 / r.decode_ms : 0.0;
   if (args.json) {
-    nlohmann::json j = {{"prompt_token_ids", r.prompt_ids}, {"token_ids", r.token_ids},
-                        {"text", r.text},  {"finish_reason", r.finish_reason},
-                        {"prompt_ms", r.prompt_ms},         {"decode_ms", r.decode_ms},
-                        {"decode_tokens_per_s", tps}};
+    nlohmann::json j = {
+        {"prompt_token_ids", r.prompt_ids}, {"token_ids", r.token_ids}, {"text", r.text},
+        {"finish_reason", r.finish_reason}, {"prompt_ms", r.prompt_ms}, {"decode_ms", r.decode_ms},
+        {"decode_tokens_per_s", tps}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
   } else {
-    std::fprintf(stderr, "[pagoda] %zu prompt tokens in %.1f ms, %zu tokens in %.1f ms (%.1f tok/s), finish: %s\n",
-                 r.prompt_ids.size(), r.prompt_ms, r.token_ids.size(), r.decode_ms, tps,
-                 r.finish_reason.c_str());
+    std::fprintf(
+        stderr,
+        "[pagoda] %zu prompt tokens in %.1f ms, %zu tokens in %.1f ms (%.1f tok/s), finish: %s\n",
+        r.prompt_ids.size(), r.prompt_ms, r.token_ids.size(), r.decode_ms, tps,
+        r.finish_reason.c_str());
   }
   return 0;
 }
@@ -112,13 +114,17 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
   cmd->add_option("--prompt,-p", args->prompt, "Prompt text");
   cmd->add_option("--max-tokens,-n", args->max_tokens, "Maximum tokens to generate")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")
-      ->capture_default_str()->check(CLI::Range(0.0, 100.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", args->sampling.top_k, "Keep the k most likely tokens (0 = off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", args->sampling.top_p, "Nucleus sampling mass (1 = off)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", args->sampling.seed, "Random seed")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });

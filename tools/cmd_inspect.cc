@@ -17,15 +17,24 @@ struct InspectArgs {
 };
 
 nlohmann::json ConfigJson(const ModelConfig& c) {
-  return {{"architecture", c.architecture},   {"name", c.name},
-          {"n_embd", c.n_embd},               {"n_layers", c.n_layers},
-          {"n_heads", c.n_heads},             {"n_kv_heads", c.n_kv_heads},
-          {"head_dim", c.head_dim},           {"n_ff", c.n_ff},
-          {"vocab_size", c.vocab_size},       {"context_length", c.context_length},
-          {"rms_eps", c.rms_eps},             {"rope_theta", c.rope_theta},
-          {"rope_dim", c.rope_dim},           {"rope_layout", RopeLayoutName(c.rope_layout)},
-          {"tied_embeddings", c.tied_embeddings}, {"qkv_bias", c.has_qkv_bias},
-          {"bos_id", c.bos_id},               {"eos_id", c.eos_id}};
+  return {{"architecture", c.architecture},
+          {"name", c.name},
+          {"n_embd", c.n_embd},
+          {"n_layers", c.n_layers},
+          {"n_heads", c.n_heads},
+          {"n_kv_heads", c.n_kv_heads},
+          {"head_dim", c.head_dim},
+          {"n_ff", c.n_ff},
+          {"vocab_size", c.vocab_size},
+          {"context_length", c.context_length},
+          {"rms_eps", c.rms_eps},
+          {"rope_theta", c.rope_theta},
+          {"rope_dim", c.rope_dim},
+          {"rope_layout", RopeLayoutName(c.rope_layout)},
+          {"tied_embeddings", c.tied_embeddings},
+          {"qkv_bias", c.has_qkv_bias},
+          {"bos_id", c.bos_id},
+          {"eos_id", c.eos_id}};
 }
 
 int RunInspect(const InspectArgs& args) {
@@ -43,13 +52,13 @@ int RunInspect(const InspectArgs& args) {
   j["config"] = config.ok() ? ConfigJson(*config) : nlohmann::json(config.status().ToString());
   for (const auto& [key, value] : f.metadata()) {
     const bool big_array = value.type == GgufType::kArray && value.array_size() > 16;
-    j["metadata"][key] = (big_array && !args.all_metadata) ? value.ToShortString(8)
-                                                           : value.ToShortString(1 << 20);
+    j["metadata"][key] =
+        (big_array && !args.all_metadata) ? value.ToShortString(8) : value.ToShortString(1 << 20);
   }
   uint64_t total_bytes = 0;
   for (const GgufTensor& t : f.tensors()) {
-    j["tensors"].push_back({{"name", t.name}, {"type", TypeName(t.type)}, {"ne", t.ne},
-                            {"bytes", t.nbytes}});
+    j["tensors"].push_back(
+        {{"name", t.name}, {"type", TypeName(t.type)}, {"ne", t.ne}, {"bytes", t.nbytes}});
     total_bytes += t.nbytes;
   }
   j["tensor_bytes"] = total_bytes;
@@ -64,7 +73,8 @@ int RunInspect(const InspectArgs& args) {
   for (auto& [k, v] : j["config"].items()) std::printf("  %-18s %s\n", k.c_str(), v.dump().c_str());
   std::printf("\nmetadata:\n");
   for (const auto& [key, value] : f.metadata()) {
-    std::printf("  %-40s %s\n", key.c_str(), value.ToShortString(args.all_metadata ? 1 << 20 : 8).c_str());
+    std::printf("  %-40s %s\n", key.c_str(),
+                value.ToShortString(args.all_metadata ? 1 << 20 : 8).c_str());
   }
   std::printf("\ntensors:\n");
   for (const GgufTensor& t : f.tensors()) {

@@ -22,8 +22,9 @@ int RunMakeModel(MakeModelArgs& args) {
   }
   args.options.dtype = *dtype;
   Status st = MakeModel(args.options, [&](int64_t done, int64_t total) {
-    if (!args.quiet) std::fprintf(stderr, "\r[pagoda] make-model: tensor %lld/%lld", 
-                                  static_cast<long long>(done), static_cast<long long>(total));
+    if (!args.quiet)
+      std::fprintf(stderr, "\r[pagoda] make-model: tensor %lld/%lld", static_cast<long long>(done),
+                   static_cast<long long>(total));
   });
   if (!args.quiet) std::fprintf(stderr, "\n");
   if (!st.ok()) {
@@ -38,10 +39,12 @@ int RunMakeModel(MakeModelArgs& args) {
 
 void RegisterMakeModel(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeModelArgs>();
-  CLI::App* cmd = app.add_subcommand("make-model", "Write a synthetic Llama GGUF with random weights");
+  CLI::App* cmd =
+      app.add_subcommand("make-model", "Write a synthetic Llama GGUF with random weights");
   cmd->add_option("--output,-o", args->options.output, "Output GGUF path")->required();
   cmd->add_option("--preset", args->options.preset, "tiny | small | medium")
-      ->capture_default_str()->check(CLI::IsMember({"tiny", "small", "medium"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tiny", "small", "medium"}));
   cmd->add_option("--dtype", args->dtype, "f32 | f16 | bf16 | q8_0")->capture_default_str();
   cmd->add_option("--vocab-from", args->options.vocab_from,
                   "tokenizer.model or GGUF to take the vocabulary from (default: built-in "

@@ -6,6 +6,7 @@
 
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/tokenizer/sentencepiece_model.h"
 #include "model/tokenizer/spm_tokenizer.h"
 #include "tools/commands.h"
 

@@ -86,9 +86,8 @@ Result<VocabSource> LoadVocab(const std::string& path) {
   }
   auto spm = LoadSentencePieceModel(path);
   if (!spm.ok()) {
-    return InvalidArgument("--vocab-from " + path + ": neither a GGUF (" +
-                           gguf.status().message() + ") nor a SentencePiece model (" +
-                           spm.status().message() + ")");
+    return InvalidArgument("--vocab-from " + path + ": neither a GGUF (" + gguf.status().message() +
+                           ") nor a SentencePiece model (" + spm.status().message() + ")");
   }
   VocabSource v;
   v.tokens = spm->pieces;
@@ -120,10 +119,14 @@ void WriteVocab(const VocabSource& v, GgufWriter& w) {
 
 uint32_t FileType(GgmlType t) {
   switch (t) {
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kBF16: return 32;
-    default: return 0;
+    case GgmlType::kF16:
+      return 1;
+    case GgmlType::kQ8_0:
+      return 7;
+    case GgmlType::kBF16:
+      return 32;
+    default:
+      return 0;
   }
 }
 
@@ -137,8 +140,8 @@ std::vector<uint8_t> RandomTensor(const std::string& name, uint64_t seed, int64_
   tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
     SplitMix64 rng{base + static_cast<uint64_t>(r) * 0x632be59bd9b4e019ull};
     std::vector<float> row(static_cast<size_t>(cols));
-    for (auto& x : row) x = lo < hi ? lo + (hi - lo) * static_cast<float>(rng.Uniform())
-                                    : stddev * rng.Normal();
+    for (auto& x : row)
+      x = lo < hi ? lo + (hi - lo) * static_cast<float>(rng.Uniform()) : stddev * rng.Normal();
     QuantizeRow(type, row.data(), data.data() + r * row_bytes, cols);
   });
   return data;
@@ -188,8 +191,8 @@ Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, in
 
   const int64_t total = 3 + 9 * int64_t{s.n_layers};
   int64_t done = 0;
-  auto add = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type,
-                 float stddev, float lo = 0, float hi = 0) -> Status {
+  auto add = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type, float stddev,
+                 float lo = 0, float hi = 0) -> Status {
     auto data = RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi);
     std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
     PAGODA_RETURN_IF_ERROR(w.AddTensor(name, type, std::move(ne), std::move(data)));

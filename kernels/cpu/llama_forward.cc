@@ -91,8 +91,8 @@ void LlamaForward::AttentionLayer(int layer, int64_t n) {
     std::copy(k, k + c.kv_dim(), k_cache_.begin() + layer_off + pos * c.kv_dim());
     std::copy(v, v + c.kv_dim(), v_cache_.begin() + layer_off + pos * c.kv_dim());
   }
-  for (int64_t t = 0; t < n; ++t) Attend(layer, t, q_.data() + t * c.q_dim(),
-                                         attn_.data() + t * c.q_dim());
+  for (int64_t t = 0; t < n; ++t)
+    Attend(layer, t, q_.data() + t * c.q_dim(), attn_.data() + t * c.q_dim());
   MatMul(w.wo, attn_.data(), n, h_.data());
   for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
 }

@@ -27,8 +27,8 @@ void Corrupt(std::vector<uint8_t>& b, size_t header_bytes, std::mt19937_64& rng)
   if (kind == 0) {
     for (size_t k = 0, n = 1 + pick(8); k < n; ++k) b[pick(region)] ^= 1u << pick(8);
   } else if (kind == 1) {
-    static const uint64_t kValues[] = {0, 1, 0xffffffffull, 0x7fffffffffffffffull, ~0ull,
-                                       1ull << 32, 1ull << 40, 12, 9, 31};
+    static const uint64_t kValues[] = {
+        0, 1, 0xffffffffull, 0x7fffffffffffffffull, ~0ull, 1ull << 32, 1ull << 40, 12, 9, 31};
     const size_t at = pick(region > 8 ? region - 8 : 1);
     const uint64_t v = kValues[pick(std::size(kValues))];
     std::memcpy(&b[at], &v, std::min<size_t>(pick(2) ? 8 : 4, b.size() - at));

@@ -61,7 +61,8 @@ TEST(Gguf, RoundTripsAllValueTypesAndTensors) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->ne, (std::vector<int64_t>{16, 4}));
   EXPECT_EQ(reinterpret_cast<const float*>(a->data)[63], 63.0f);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data) % 32, reinterpret_cast<uintptr_t>(image.data()) % 32);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data) % 32,
+            reinterpret_cast<uintptr_t>(image.data()) % 32);
   const GgufTensor* b = (*f)->FindTensor("b");
   ASSERT_NE(b, nullptr);
   std::vector<float> back(64);
@@ -113,18 +114,13 @@ TEST(Gguf, RejectsHandMadeBadFilesWithTheField) {
       {"huge key length", [](auto& b) { Put64(b, 24, 1ull << 62); }, "metadata key #0"},
       {"truncated header", [](auto& b) { b.resize(30); }, "cannot fit"},
       {"truncated before counts", [](auto& b) { b.resize(12); }, "truncated file"},
-      {"unknown value type",
-       [](auto& b) { Put32(b, Find(b, "u32") + 3, 77); }, "unknown GGUF value type"},
+      {"unknown value type", [](auto& b) { Put32(b, Find(b, "u32") + 3, 77); },
+       "unknown GGUF value type"},
       {"huge array", [](auto& b) { Put64(b, Find(b, "strs") + 4 + 8, 1ull << 61); }, "'strs'"},
       {"bad bool", [](auto& b) { b[Find(b, "flag") + 4 + 4] = 7; }, "'flag'"},
-      {"unknown tensor type",
-       [](auto& b) { Put32(b, TensorA(b) + 20, 99); },
-       "tensor 'tensor_a'"},
-      {"n_dims 9", [](auto& b) { Put32(b, TensorA(b), 9); },
-       "n_dims"},
-      {"zero dim",
-       [](auto& b) { Put64(b, TensorA(b) + 4, 0); },
-       "ne[0]"},
+      {"unknown tensor type", [](auto& b) { Put32(b, TensorA(b) + 20, 99); }, "tensor 'tensor_a'"},
+      {"n_dims 9", [](auto& b) { Put32(b, TensorA(b), 9); }, "n_dims"},
+      {"zero dim", [](auto& b) { Put64(b, TensorA(b) + 4, 0); }, "ne[0]"},
       {"overflowing shape",
        [](auto& b) {
          const size_t at = TensorA(b) + 4;
@@ -132,12 +128,8 @@ TEST(Gguf, RejectsHandMadeBadFilesWithTheField) {
          Put64(b, at + 8, 1ull << 40);
        },
        "overflows"},
-      {"offset past end",
-       [](auto& b) { Put64(b, TensorA(b) + 24, 1ull << 20); },
-       "past the end"},
-      {"misaligned offset",
-       [](auto& b) { Put64(b, TensorA(b) + 24, 4); },
-       "alignment"},
+      {"offset past end", [](auto& b) { Put64(b, TensorA(b) + 24, 1ull << 20); }, "past the end"},
+      {"misaligned offset", [](auto& b) { Put64(b, TensorA(b) + 24, 4); }, "alignment"},
       {"truncated data", [](auto& b) { b.resize(b.size() - 40); }, "past the end"},
   };
   for (const BadCase& c : cases) {
@@ -161,9 +153,9 @@ TEST(Gguf, OpenReportsMissingFileAndNonGguf) {
 }
 
 TEST(Gguf, ReadsTheSharedModels) {
-  for (const char* rel : {"models/aidreams260K/aidreams260K-f32.gguf",
-                          "models/synth-gqa/llama-gqa-q4_k_m.gguf",
-                          "models/synth-gqa/qwen2-bias-f32.gguf"}) {
+  for (const char* rel :
+       {"models/aidreams260K/aidreams260K-f32.gguf", "models/synth-gqa/llama-gqa-q4_k_m.gguf",
+        "models/synth-gqa/qwen2-bias-f32.gguf"}) {
     auto f = GgufFile::Open(testing::SharedPath(rel));
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     EXPECT_GT((*f)->tensors().size(), 10u) << rel;

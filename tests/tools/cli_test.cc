@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
@@ -30,7 +30,7 @@ std::string Quote(const std::string& s) {
   return q + "'";
 }
 
-RunResult Run(const std::string& args) {
+RunResult RunPagoda(const std::string& args) {
   const std::string cmd = BinPath("pagoda") + " " + args + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return {-1, ""};
@@ -52,9 +52,9 @@ TEST(Cli, GenerateMatchesAidreamsReference) {
     auto expected = c["greedy_tokens"].get<std::vector<int32_t>>();
     // The reference samples one token past the context; Pagoda stops at prompt + gen == ctx.
     expected.resize(std::min<size_t>(expected.size(), ctx - prompt_ids.size()));
-    const auto r = Run("generate --json --temperature 0 --model " + Quote(model) + " --prompt " +
-                       Quote(c["prompt"]) + " --max-tokens " +
-                       std::to_string(c["greedy_tokens"].size()));
+    const auto r = RunPagoda("generate --json --temperature 0 --model " + Quote(model) +
+                             " --prompt " + Quote(c["prompt"]) + " --max-tokens " +
+                             std::to_string(c["greedy_tokens"].size()));
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids) << c["prompt"];
@@ -64,23 +64,25 @@ TEST(Cli, GenerateMatchesAidreamsReference) {
                 j.contains("decode_tokens_per_s"));
     // The reference text is prompt + continuation; ours is the continuation.
     const std::string ref_text = c["text"];
-    EXPECT_EQ(ref_text.substr(0, std::min(ref_text.size(), c["prompt"].get<std::string>().size() +
-                                                               j["text"].get<std::string>().size())),
-              c["prompt"].get<std::string>() + j["text"].get<std::string>());
+    EXPECT_EQ(
+        ref_text.substr(0, std::min(ref_text.size(), c["prompt"].get<std::string>().size() +
+                                                         j["text"].get<std::string>().size())),
+        c["prompt"].get<std::string>() + j["text"].get<std::string>());
   }
 }
 
 TEST(Cli, GenerateStopsAtMaxTokensAndRejectsBadModel) {
   const std::string model = SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
-  auto r = Run("generate --json --temperature 0.9 --top-k 40 --top-p 0.9 --seed 7 --model " +
-               Quote(model) + " --prompt hi --max-tokens 5");
+  auto r = RunPagoda("generate --json --temperature 0.9 --top-k 40 --top-p 0.9 --seed 7 --model " +
+                     Quote(model) + " --prompt hi --max-tokens 5");
   ASSERT_EQ(r.exit_code, 0);
   auto j = nlohmann::json::parse(r.out);
   EXPECT_LE(j["token_ids"].size(), 5u);
-  auto again = Run("generate --json --temperature 0.9 --top-k 40 --top-p 0.9 --seed 7 --model " +
-                   Quote(model) + " --prompt hi --max-tokens 5");
+  auto again =
+      RunPagoda("generate --json --temperature 0.9 --top-k 40 --top-p 0.9 --seed 7 --model " +
+                Quote(model) + " --prompt hi --max-tokens 5");
   EXPECT_EQ(nlohmann::json::parse(again.out)["token_ids"], j["token_ids"]) << "seeded => same";
-  EXPECT_NE(Run("generate --model /nonexistent.gguf --prompt hi").exit_code, 0);
+  EXPECT_NE(RunPagoda("generate --model /nonexistent.gguf --prompt hi").exit_code, 0);
 }
 
 class MakeModelDtypes : public ::testing::TestWithParam<const char*> {};
@@ -88,19 +90,19 @@ class MakeModelDtypes : public ::testing::TestWithParam<const char*> {};
 TEST_P(MakeModelDtypes, WritesALoadableModelThatGenerates) {
   TempDir dir;
   const std::string out = dir.File("m.gguf");
-  ASSERT_EQ(Run(std::string("make-model -q --preset tiny --layers 2 --dtype ") + GetParam() +
-                " -o " + out)
+  ASSERT_EQ(RunPagoda(std::string("make-model -q --preset tiny --layers 2 --dtype ") + GetParam() +
+                      " -o " + out)
                 .exit_code,
             0);
   auto model = LoadModel(out);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   EXPECT_EQ((*model)->config.n_layers, 2);
   EXPECT_EQ((*model)->config.n_kv_heads, 2);
-  const auto info = Run("inspect --json " + out);
+  const auto info = RunPagoda("inspect --json " + out);
   ASSERT_EQ(info.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(info.out)["config"]["architecture"], "llama");
-  const auto r = Run("generate --json --temperature 0 --max-tokens 8 --model " + out +
-                     " --prompt 'Hello there'");
+  const auto r = RunPagoda("generate --json --temperature 0 --max-tokens 8 --model " + out +
+                           " --prompt 'Hello there'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"].size(), 8u);
 }
@@ -109,9 +111,9 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, MakeModelDtypes, ::testing::Values("f32", "f16"
 
 TEST(Cli, MakeModelIsDeterministic) {
   TempDir dir;
-  ASSERT_EQ(Run("make-model -q --layers 1 --seed 5 -o " + dir.File("a.gguf")).exit_code, 0);
-  ASSERT_EQ(Run("make-model -q --layers 1 --seed 5 -o " + dir.File("b.gguf")).exit_code, 0);
-  ASSERT_EQ(Run("make-model -q --layers 1 --seed 6 -o " + dir.File("c.gguf")).exit_code, 0);
+  ASSERT_EQ(RunPagoda("make-model -q --layers 1 --seed 5 -o " + dir.File("a.gguf")).exit_code, 0);
+  ASSERT_EQ(RunPagoda("make-model -q --layers 1 --seed 5 -o " + dir.File("b.gguf")).exit_code, 0);
+  ASSERT_EQ(RunPagoda("make-model -q --layers 1 --seed 6 -o " + dir.File("c.gguf")).exit_code, 0);
   auto read = [](const std::string& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -125,8 +127,8 @@ TEST(Cli, MakeModelIsDeterministic) {
 TEST(Cli, GgufTokenizerFromSentencePieceMatchesReference) {
   TempDir dir;
   const std::string out = dir.File("spm.gguf");
-  ASSERT_EQ(Run("make-model -q --layers 1 --vocab-from " +
-                Quote(SharedPath("tokenizers/llama2-spm/tokenizer.model")) + " -o " + out)
+  ASSERT_EQ(RunPagoda("make-model -q --layers 1 --vocab-from " +
+                      Quote(SharedPath("tokenizers/llama2-spm/tokenizer.model")) + " -o " + out)
                 .exit_code,
             0);
   auto model = LoadModel(out);
@@ -143,14 +145,14 @@ TEST(Cli, GgufTokenizerFromSentencePieceMatchesReference) {
     ++n;
   }
   EXPECT_GT(n, 10);
-  const auto r = Run("tokenize --json --model " + out + " --text 'Hello world'");
+  const auto r = RunPagoda("tokenize --json --model " + out + " --text 'Hello world'");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"], (std::vector<int>{1, 15043, 3186}));
 }
 
 TEST(Cli, HelpWorksForEveryCommand) {
   for (const char* cmd : {"", "generate", "tokenize", "inspect", "make-model"}) {
-    const auto r = Run(std::string(cmd) + " --help");
+    const auto r = RunPagoda(std::string(cmd) + " --help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
   }
