@@ -1,76 +1,184 @@
-// `pagoda generate`: one prompt through the model, streamed to stdout or as one JSON object.
+// `pagoda generate`: prompts through the continuous-batching engine. One --prompt streams its
+// text to stdout (or prints one JSON object with --json); --prompts-file submits every line at
+// once and prints one JSON result per line, in input order.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "kernels/cpu/llama_forward.h"
 #include "model/model.h"
-#include "scheduler/sampler.h"
 #include "tools/commands.h"
+#include "tools/runtime.h"
 
 namespace pagoda::cli {
 namespace {
 
+using nlohmann::json;
+
 struct GenerateArgs {
   std::string model;
   std::string prompt;
-  int32_t max_tokens = 64;
-  SamplingParams sampling;
+  std::string prompts_file;
+  Request defaults;  // sampling / stopping from the flags
   bool json = false;
+  RuntimeOptions runtime;
+  int32_t prefill_chunk = 0;
 };
 
-struct GenerateResult {
-  std::vector<int32_t> prompt_ids, token_ids;
-  std::string text;
-  std::string finish_reason = "length";
-  double prompt_ms = 0, decode_ms = 0;
+struct Result1 {  // one request's collected output
+  std::vector<int32_t> prompt_ids;
+  std::map<int32_t, std::vector<int32_t>> tokens;
+  std::map<int32_t, std::string> text;
+  std::map<int32_t, FinishReason> finish;
+  std::map<int32_t, std::string> error;
+  Usage usage;
+  RequestTimes times;
 };
 
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+double Ms(EngineClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Fills `r` from one JSON line of --prompts-file (fields default to the command-line flags).
+Status RequestFromJson(const json& j, const Tokenizer& tok, Request* r) {
+  if (j.contains("prompt_token_ids")) {
+    r->prompt_token_ids = j["prompt_token_ids"].get<std::vector<int32_t>>();
+  } else if (j.contains("prompt")) {
+    r->prompt_token_ids = tok.Encode(j["prompt"].get<std::string>(), tok.add_bos_by_default());
+  } else {
+    return InvalidArgument("each line needs \"prompt\" or \"prompt_token_ids\"");
+  }
+  SamplingParams& s = r->sampling;
+  s.temperature = j.value("temperature", s.temperature);
+  s.top_k = j.value("top_k", s.top_k);
+  s.top_p = j.value("top_p", s.top_p);
+  s.min_p = j.value("min_p", s.min_p);
+  s.repetition_penalty = j.value("repetition_penalty", s.repetition_penalty);
+  s.presence_penalty = j.value("presence_penalty", s.presence_penalty);
+  s.frequency_penalty = j.value("frequency_penalty", s.frequency_penalty);
+  if (j.contains("seed")) s.seed = j["seed"].get<uint64_t>();
+  s.n = j.value("n", s.n);
+  s.logprobs = j.value("logprobs", s.logprobs);
+  s.top_logprobs = j.value("top_logprobs", s.top_logprobs);
+  StoppingCriteria& st = r->stopping;
+  st.max_tokens = j.value("max_tokens", st.max_tokens);
+  st.stop = j.value("stop", st.stop);
+  auto ids = j.value("stop_token_ids", std::vector<int32_t>{});
+  st.stop_token_ids.insert(st.stop_token_ids.end(), ids.begin(), ids.end());
+  st.ignore_eos = j.value("ignore_eos", st.ignore_eos);
+  r->priority = j.value("priority", r->priority);
+  return Status::Ok();
 }
 
-// Greedy/sampled decode loop for one sequence. Stops at EOS, at BOS (llama2.c convention),
-// at max_tokens, or when the next token would not fit in the context.
-Status Generate(const Model& model, const GenerateArgs& args, GenerateResult* r) {
-  const Tokenizer& tok = *model.tokenizer;
-  r->prompt_ids = tok.Encode(args.prompt, tok.add_bos_by_default());
-  if (r->prompt_ids.empty()) return InvalidArgument("--prompt: encodes to no tokens");
-  const int32_t ctx = model.config.context_length;
-  if (static_cast<int32_t>(r->prompt_ids.size()) >= ctx) {
-    return InvalidArgument("--prompt: " + std::to_string(r->prompt_ids.size()) +
-                           " tokens do not fit the context length " + std::to_string(ctx));
+Result<std::vector<Request>> LoadRequests(const GenerateArgs& args, const Tokenizer& tok) {
+  std::vector<Request> out;
+  if (args.prompts_file.empty()) {
+    Request r = args.defaults;
+    r.request_id = "0";
+    r.prompt_token_ids = tok.Encode(args.prompt, tok.add_bos_by_default());
+    out.push_back(std::move(r));
+    return out;
   }
-  cpu::LlamaForward forward(model.config, model.weights, ctx);
-  Sampler sampler(args.sampling);
-  StreamingDecoder decoder(tok);
-  for (int32_t id : r->prompt_ids) decoder.Push(id);
-
-  auto start = Clock::now();
-  PAGODA_ASSIGN_OR_RETURN(auto logits, forward.Forward(r->prompt_ids, false));
-  r->prompt_ms = MsSince(start);
-  start = Clock::now();
-  while (static_cast<int32_t>(r->token_ids.size()) < args.max_tokens) {
-    const int32_t next = sampler.Sample(logits);
-    if (next == tok.eos_id() || next == tok.bos_id()) {
-      r->finish_reason = "stop";
-      break;
+  std::ifstream in(args.prompts_file);
+  if (!in) return NotFound("--prompts-file " + args.prompts_file + ": cannot open");
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = args.prompts_file + ":" + std::to_string(line_no);
+    Request r = args.defaults;
+    r.request_id = std::to_string(out.size());
+    try {
+      PAGODA_RETURN_IF_ERROR(RequestFromJson(json::parse(line), tok, &r).WithPrefix(where));
+    } catch (const json::exception& e) {
+      return InvalidArgument(where + ": " + e.what());
     }
-    r->token_ids.push_back(next);
-    const std::string delta = decoder.Push(next);
-    r->text += delta;
-    if (!args.json) std::fwrite(delta.data(), 1, delta.size(), stdout), std::fflush(stdout);
-    if (static_cast<int32_t>(r->prompt_ids.size() + r->token_ids.size()) >= ctx) break;
-    if (static_cast<int32_t>(r->token_ids.size()) >= args.max_tokens) break;
-    const int32_t one[1] = {next};
-    PAGODA_ASSIGN_OR_RETURN(logits, forward.Forward(one, false));
+    out.push_back(std::move(r));
   }
-  const std::string tail = decoder.Flush();
-  r->text += tail;
-  if (!args.json) std::cout << tail << std::endl;
-  r->decode_ms = MsSince(start);
+  return out;
+}
+
+// Appends one stream message to its request's result; echoes sample 0's text when streaming.
+void Collect(const RequestOutput& o, Result1& r, bool echo) {
+  auto& t = r.tokens[o.index];
+  t.insert(t.end(), o.token_ids.begin(), o.token_ids.end());
+  r.text[o.index] += o.text;
+  if (echo && o.index == 0)
+    std::fwrite(o.text.data(), 1, o.text.size(), stdout), std::fflush(stdout);
+  if (o.finish_reason != FinishReason::kNone) r.finish[o.index] = o.finish_reason;
+  if (!o.error.empty()) r.error[o.index] = o.error;
+  if (o.request_finished) r.usage = o.usage, r.times = o.times;
+}
+
+json ResultJson(const Result1& r) {
+  json j = {{"prompt_token_ids", r.prompt_ids}};
+  json outputs = json::array();
+  for (const auto& [i, t] : r.tokens) {
+    json o = {{"index", i},
+              {"token_ids", t},
+              {"text", r.text.at(i)},
+              {"finish_reason",
+               FinishReasonName(r.finish.count(i) ? r.finish.at(i) : FinishReason::kNone)}};
+    if (r.error.count(i)) o["error"] = r.error.at(i);
+    outputs.push_back(o);
+  }
+  j["token_ids"] = outputs[0]["token_ids"];
+  j["text"] = outputs[0]["text"];
+  j["finish_reason"] = outputs[0]["finish_reason"];
+  if (outputs.size() > 1) j["outputs"] = outputs;
+  const auto& tt = r.times;
+  const double prompt_ms = Ms(tt.first_token - tt.arrival);
+  const double decode_ms = Ms(tt.finished - tt.first_token);
+  const size_t n = r.tokens.empty() ? 0 : r.tokens.begin()->second.size();
+  j["usage"] = {{"prompt_tokens", r.usage.prompt_tokens},
+                {"completion_tokens", r.usage.completion_tokens},
+                {"cached_prompt_tokens", r.usage.cached_prompt_tokens}};
+  j["prompt_ms"] = prompt_ms;
+  j["decode_ms"] = decode_ms;
+  j["decode_tokens_per_s"] = (n > 1 && decode_ms > 0) ? (n - 1) * 1000.0 / decode_ms : 0.0;
+  j["num_preemptions"] = tt.num_preemptions;
+  return j;
+}
+
+Status Run(const GenerateArgs& args, const Model& model) {
+  PAGODA_ASSIGN_OR_RETURN(auto requests, LoadRequests(args, *model.tokenizer));
+  RuntimeOptions ro = args.runtime;
+  ro.scheduler.max_prefill_chunk = args.prefill_chunk;
+  ro.max_waiting_requests = std::max<int32_t>(ro.max_waiting_requests, requests.size());
+  PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(model, ro));
+  std::vector<Result1> results(requests.size());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    results[i].prompt_ids = requests[i].prompt_token_ids;
+    // llama2.c convention: a model that emits BOS has ended its text.
+    if (model.tokenizer->bos_id() >= 0) {
+      requests[i].stopping.stop_token_ids.push_back(model.tokenizer->bos_id());
+    }
+    auto s = rt.engine->Submit(requests[i]);
+    if (!s.ok()) return s.status().WithPrefix("request " + std::to_string(i));
+    streams.push_back(*s);
+  }
+  const bool echo = args.prompts_file.empty() && !args.json;
+  if (echo) std::cout << args.prompt << std::flush;
+  RequestOutput o;
+  while (rt.engine->HasWork()) {
+    (void)rt.engine->Step();  // backend failures finish the affected requests with "error"
+    for (size_t i = 0; i < streams.size(); ++i) {
+      while (streams[i]->Pop(&o, EngineClock::now())) Collect(o, results[i], echo);
+    }
+  }
+  if (echo) std::cout << std::endl;
+  for (const Result1& r : results) {
+    if (args.json || !args.prompts_file.empty()) {
+      std::cout << ResultJson(r).dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    }
+  }
+  const EngineStats st = rt.engine->stats();
+  const json stats = {{"steps", st.num_steps},
+                      {"preemptions", st.num_preemptions},
+                      {"prompt_tokens", st.prompt_tokens},
+                      {"generation_tokens", st.generation_tokens},
+                      {"prefix_cache_queries", st.prefix_cache_queries},
+                      {"prefix_cache_hits", st.prefix_cache_hits}};
+  std::fprintf(stderr, "[pagoda] engine_stats %s\n", stats.dump().c_str());
   return Status::Ok();
 }
 
@@ -78,55 +186,65 @@ int RunGenerate(const GenerateArgs& args) {
   auto model = LoadModel(args.model, [&](const std::string& stage) {
     if (!args.json) std::fprintf(stderr, "[pagoda] %s\n", stage.c_str());
   });
-  if (!model.ok()) {
-    std::fprintf(stderr, "error: %s\n", model.status().ToString().c_str());
-    return 1;
-  }
-  GenerateResult r;
-  if (!args.json) std::cout << args.prompt << std::flush;
-  Status st = Generate(**model, args, &r);
+  Status st = model.ok() ? Run(args, **model) : model.status();
   if (!st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
     return 1;
   }
-  const double tps = r.decode_ms > 0 ? r.token_ids.size() * 1000.0 / r.decode_ms : 0.0;
-  if (args.json) {
-    nlohmann::json j = {
-        {"prompt_token_ids", r.prompt_ids}, {"token_ids", r.token_ids}, {"text", r.text},
-        {"finish_reason", r.finish_reason}, {"prompt_ms", r.prompt_ms}, {"decode_ms", r.decode_ms},
-        {"decode_tokens_per_s", tps}};
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-  } else {
-    std::fprintf(
-        stderr,
-        "[pagoda] %zu prompt tokens in %.1f ms, %zu tokens in %.1f ms (%.1f tok/s), finish: %s\n",
-        r.prompt_ids.size(), r.prompt_ms, r.token_ids.size(), r.decode_ms, tps,
-        r.finish_reason.c_str());
-  }
   return 0;
+}
+
+void AddEngineFlags(CLI::App* cmd, GenerateArgs& a) {
+  RuntimeOptions& r = a.runtime;
+  cmd->add_option("--block-size", r.block_size, "KV cache block size (power of two, 1..256)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256}));
+  cmd->add_option("--kv-dtype", r.kv_dtype, "KV cache dtype: auto | f32 | bf16 | f16 | fp8_e4m3")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "fp8_e4m3"}));
+  cmd->add_option("--num-blocks", r.num_blocks, "KV cache blocks (default: sized from memory)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--enable-prefix-caching", r.enable_prefix_caching, "Reuse cached prompt blocks")
+      ->capture_default_str();
+  cmd->add_option("--max-num-seqs", r.scheduler.max_num_seqs, "Sequences per engine step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-num-batched-tokens", r.scheduler.max_num_batched_tokens,
+                  "Token budget per engine step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--prefill-chunk", a.prefill_chunk,
+                  "Max prompt tokens of one sequence per step (0: the step budget)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
 }
 
 }  // namespace
 
 void RegisterGenerate(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+  args->defaults.stopping.max_tokens = 64;
+  SamplingParams& s = args->defaults.sampling;
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from prompts");
   cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
-  cmd->add_option("--prompt,-p", args->prompt, "Prompt text");
-  cmd->add_option("--max-tokens,-n", args->max_tokens, "Maximum tokens to generate")
+  auto* p = cmd->add_option("--prompt,-p", args->prompt, "Prompt text");
+  cmd->add_option("--prompts-file", args->prompts_file,
+                  "JSON lines: {\"prompt\" or \"prompt_token_ids\", sampling fields...}")
+      ->excludes(p);
+  cmd->add_option("--max-tokens,-n", args->defaults.stopping.max_tokens, "Max tokens per sample")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-k", args->sampling.top_k, "Keep the k most likely tokens (0 = off)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args->sampling.top_p, "Nucleus sampling mass (1 = off)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->sampling.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", s.top_k, "Keep the k most likely tokens (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", s.top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  cmd->add_option("--min-p", s.min_p, "Min probability relative to the best (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", s.seed, "Random seed");
+  cmd->add_option("--stop", args->defaults.stopping.stop, "Stop string (repeatable)");
+  cmd->add_flag("--ignore-eos", args->defaults.stopping.ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
+  AddEngineFlags(cmd, *args);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <span>
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
@@ -46,6 +47,20 @@ struct VocabSource {
   int32_t bos = 1, eos = 2, unk = 0;
   int64_t size() const;
 };
+
+// Output-row scales: 0.1 for control, unknown and byte tokens, so a random model rarely emits
+// them (its text then stays readable), 1 for the others.
+std::vector<float> OutputRowScales(const VocabSource& v) {
+  std::vector<int64_t> types(v.types.begin(), v.types.end());
+  if (v.gguf) {
+    if (const GgufValue* t = v.gguf->FindArray("tokenizer.ggml.token_type")) types = t->arr_i;
+  }
+  std::vector<float> scales(static_cast<size_t>(v.size()), 1.0f);
+  for (size_t i = 0; i < std::min(types.size(), scales.size()); ++i) {
+    if (types[i] == 2 || types[i] == 3 || types[i] == 6) scales[i] = 0.1f;
+  }
+  return scales;
+}
 
 int64_t VocabSource::size() const {
   if (gguf) {
@@ -133,15 +148,17 @@ uint32_t FileType(GgmlType t) {
 // Random [rows][cols] matrix, N(0, stddev) (or uniform [lo, hi) when lo < hi), stored as `type`.
 std::vector<uint8_t> RandomTensor(const std::string& name, uint64_t seed, int64_t rows,
                                   int64_t cols, GgmlType type, float stddev, float lo = 0,
-                                  float hi = 0) {
+                                  float hi = 0, std::span<const float> row_scale = {}) {
   const int64_t row_bytes = *RowBytes(type, cols);
   std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes));
   const uint64_t base = HashName(name, seed);
   tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
     SplitMix64 rng{base + static_cast<uint64_t>(r) * 0x632be59bd9b4e019ull};
     std::vector<float> row(static_cast<size_t>(cols));
-    for (auto& x : row)
-      x = lo < hi ? lo + (hi - lo) * static_cast<float>(rng.Uniform()) : stddev * rng.Normal();
+    const float sd = row_scale.empty() ? stddev : stddev * row_scale[r];
+    for (auto& x : row) {
+      x = lo < hi ? lo + (hi - lo) * static_cast<float>(rng.Uniform()) : sd * rng.Normal();
+    }
     QuantizeRow(type, row.data(), data.data() + r * row_bytes, cols);
   });
   return data;
@@ -191,9 +208,14 @@ Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, in
 
   const int64_t total = 3 + 9 * int64_t{s.n_layers};
   int64_t done = 0;
+  const std::vector<float> output_scales = OutputRowScales(vocab);
   auto add = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type, float stddev,
                  float lo = 0, float hi = 0) -> Status {
-    auto data = RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi);
+    const bool is_output =
+        name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight");
+    auto data =
+        RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi,
+                     is_output ? std::span<const float>(output_scales) : std::span<const float>());
     std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
     PAGODA_RETURN_IF_ERROR(w.AddTensor(name, type, std::move(ne), std::move(data)));
     if (progress) progress(++done, total);

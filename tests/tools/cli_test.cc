@@ -42,7 +42,9 @@ RunResult RunPagoda(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-TEST(Cli, GenerateMatchesAidreamsReference) {
+// Runs every aidreams260K reference prompt through `pagoda generate` with `extra` flags and
+// checks prompt ids, greedy tokens (up to the context limit) and text.
+void ExpectAidreamsReference(const std::string& extra) {
   const std::string model = SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
   const auto ref = testing::LoadJson(SharedPath("models/aidreams260K/reference.json"));
   ASSERT_TRUE(ref.contains("cases"));
@@ -54,21 +56,43 @@ TEST(Cli, GenerateMatchesAidreamsReference) {
     expected.resize(std::min<size_t>(expected.size(), ctx - prompt_ids.size()));
     const auto r = RunPagoda("generate --json --temperature 0 --model " + Quote(model) +
                              " --prompt " + Quote(c["prompt"]) + " --max-tokens " +
-                             std::to_string(c["greedy_tokens"].size()));
+                             std::to_string(c["greedy_tokens"].size()) + " " + extra);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["prompt_token_ids"].get<std::vector<int32_t>>(), prompt_ids) << c["prompt"];
-    EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), expected) << c["prompt"];
+    EXPECT_EQ(j["token_ids"].get<std::vector<int32_t>>(), expected) << c["prompt"] << extra;
     EXPECT_EQ(j["finish_reason"], "length");
     EXPECT_TRUE(j.contains("prompt_ms") && j.contains("decode_ms") &&
                 j.contains("decode_tokens_per_s"));
     // The reference text is prompt + continuation; ours is the continuation.
-    const std::string ref_text = c["text"];
-    EXPECT_EQ(
-        ref_text.substr(0, std::min(ref_text.size(), c["prompt"].get<std::string>().size() +
-                                                         j["text"].get<std::string>().size())),
-        c["prompt"].get<std::string>() + j["text"].get<std::string>());
+    const std::string prompt = c["prompt"], text = j["text"], ref_text = c["text"];
+    EXPECT_EQ(ref_text.substr(0, prompt.size() + text.size()), prompt + text);
   }
+}
+
+TEST(Cli, GenerateMatchesAidreamsReference) { ExpectAidreamsReference(""); }
+
+// Paged KV cache + chunked prefill: every block size / chunk combination gives the same tokens.
+TEST(Cli, GenerateMatchesAidreamsReferenceForBlockSizesAndPrefillChunks) {
+  for (int bs : {1, 4, 16}) {
+    for (int chunk : {1, 7, 64}) {
+      ExpectAidreamsReference("--block-size " + std::to_string(bs) + " --prefill-chunk " +
+                              std::to_string(chunk));
+    }
+  }
+}
+
+TEST(Cli, GenerateRunsWithReducedPrecisionKvCaches) {
+  const std::string model = SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
+  for (const char* dtype : {"bf16", "f16", "fp8_e4m3"}) {
+    const auto r =
+        RunPagoda("generate --json --temperature 0 --max-tokens 16 --kv-dtype " +
+                  std::string(dtype) + " --model " + Quote(model) + " --prompt 'I dream of'");
+    ASSERT_EQ(r.exit_code, 0) << dtype;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"].size(), 16u) << dtype;
+  }
+  EXPECT_NE(
+      RunPagoda("generate --kv-dtype int3 --model " + Quote(model) + " --prompt hi").exit_code, 0);
 }
 
 TEST(Cli, GenerateStopsAtMaxTokensAndRejectsBadModel) {

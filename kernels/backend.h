@@ -1,0 +1,62 @@
+// Backend: the seam between the engine and the hardware. The engine hands one step batch
+// (token ids, per-sequence block tables and computed-token counts, slot mapping, which rows need
+// logits) and gets logits back. A backend owns its KV pool memory and its weights' device copy;
+// the engine's KvCacheManager (kvcache/) owns the bookkeeping (which block ids belong to whom).
+//
+// Implementations: kernels/cpu (CpuBackend, the default), kernels/neuron (later).
+// Thread-safety: one engine thread calls Execute; no method is called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "kvcache/kv_types.h"
+
+namespace pagoda {
+
+// One sequence's share of a step. Its tokens are rows [query_start, query_start + query_len) of
+// StepBatch::token_ids; token i sits at position num_computed_tokens + i. Decode sequences
+// (generated tokens, usually query_len 1) come first in a batch, then prefill chunks.
+struct StepSequence {
+  int32_t query_start = 0;
+  int32_t query_len = 0;
+  int32_t num_computed_tokens = 0;       // tokens already in the KV cache
+  std::span<const int32_t> block_table;  // covers num_computed_tokens + query_len positions
+  bool is_decode = false;                // true: attention_block_tkg path; false: prefill
+  bool needs_logits = true;              // logits of this sequence's last token are wanted
+};
+
+struct StepBatch {
+  std::span<const int32_t> token_ids;       // [num_tokens]
+  std::span<const int32_t> slot_mapping;    // [num_tokens]; < 0 = do not write KV
+  std::span<const StepSequence> seqs;       // decodes first, rows ascending, no overlap
+  std::span<const BlockCopy> block_copies;  // copy-on-write copies to apply before the step
+};
+
+struct BackendCapabilities {
+  std::string name;                    // "cpu", "neuron"
+  int32_t max_num_batched_tokens = 0;  // per step
+  int32_t max_num_seqs = 0;            // per step
+  int32_t max_model_len = 0;           // context length a sequence may reach
+  int32_t num_blocks = 0;              // KV pool size
+  int32_t block_size = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Runs one step. `logits` (owned by the caller) receives [n][vocab] rows, one per sequence
+  // with needs_logits, in batch order; it must hold exactly that many rows. Errors:
+  // INVALID_ARGUMENT for a malformed batch (nothing is written), INTERNAL for a device failure
+  // (the KV of this step's sequences is then unspecified and the engine must fail or recompute
+  // them).
+  virtual Status Execute(const StepBatch& batch, std::span<float> logits) = 0;
+
+  virtual const BackendCapabilities& capabilities() const = 0;
+  virtual int32_t vocab_size() const = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,279 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/flash_paged_attention.h"
+#include "kernels/cpu/kv_convert.h"
+#include "kernels/cpu/ops.h"
+
+namespace pagoda::cpu {
+namespace {
+
+PagedKvDtype ToPagedDtype(KvDtype d) {
+  switch (d) {
+    case KvDtype::kF32:
+      return PagedKvDtype::kF32;
+    case KvDtype::kBf16:
+      return PagedKvDtype::kBf16;
+    case KvDtype::kF16:
+      return PagedKvDtype::kF16;
+    case KvDtype::kFp8E4m3:
+      return PagedKvDtype::kFp8E4m3;
+  }
+  return PagedKvDtype::kF32;
+}
+
+// Writes new K/V rows [n][n_kv_heads][d] (logical fp32) into the paged cache at `slots`
+// (slots < 0 or past the pool are skipped).
+void WriteKv(const PagedKvView& kv, const float* k, const float* v,
+             std::span<const int32_t> slots) {
+  const size_t elem = PagedKvElementSize(kv.dtype);
+  const int64_t d = kv.head_dim;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    const int32_t slot = slots[t];
+    if (slot < 0 || slot >= kv.num_slots()) continue;
+    const int32_t block = slot / kv.block_size, off = slot % kv.block_size;
+    for (int32_t h = 0; h < kv.n_kv_heads; ++h) {
+      const int64_t src = (static_cast<int64_t>(t) * kv.n_kv_heads + h) * d;
+      const int64_t dst = kv.offset(block, h, off) * static_cast<int64_t>(elem);
+      kv::EncodeRow(kv.dtype, k + src, kv.k_scale, static_cast<std::byte*>(kv.k) + dst, d);
+      kv::EncodeRow(kv.dtype, v + src, kv.v_scale, static_cast<std::byte*>(kv.v) + dst, d);
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config,
+                                                       const ModelWeights& weights,
+                                                       const CpuBackendOptions& options) {
+  if (options.max_num_batched_tokens < 1) {
+    return InvalidArgument("max_num_batched_tokens: must be >= 1");
+  }
+  if (options.max_num_seqs < 1) return InvalidArgument("max_num_seqs: must be >= 1");
+  KvCacheConfig kv = options.kv_cache;
+  kv.n_layers = config.n_layers;
+  kv.n_kv_heads = config.n_kv_heads;
+  kv.head_dim = config.head_dim;
+  PAGODA_ASSIGN_OR_RETURN(KvPool pool, KvPool::Create(kv));
+  TkgWorkspaceDims dims;
+  dims.max_tokens = options.max_num_batched_tokens;
+  dims.max_seqs = std::min(options.max_num_seqs, options.max_num_batched_tokens);
+  dims.max_tokens_per_seq = 8;
+  dims.hidden = config.n_embd;
+  dims.n_heads = config.n_heads;
+  dims.n_kv_heads = config.n_kv_heads;
+  dims.head_dim = config.head_dim;
+  PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
+  return std::unique_ptr<CpuBackend>(
+      new CpuBackend(config, weights, std::move(pool), std::move(ws), options));
+}
+
+CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
+                       TkgWorkspace workspace, const CpuBackendOptions& options)
+    : config_(config), weights_(weights), pool_(std::move(pool)), tkg_(std::move(workspace)) {
+  caps_.name = "cpu";
+  caps_.max_num_batched_tokens = options.max_num_batched_tokens;
+  caps_.max_num_seqs = options.max_num_seqs;
+  caps_.max_model_len = config.context_length;
+  caps_.num_blocks = pool_.num_blocks();
+  caps_.block_size = pool_.config().block_size;
+  const size_t n = static_cast<size_t>(options.max_num_batched_tokens);
+  x_.resize(n * config.n_embd);
+  h_.resize(n * config.n_embd);
+  attn_out_.resize(n * config.n_embd);
+  q_.resize(n * config.q_dim());
+  attn_.resize(n * config.q_dim());
+  k_.resize(n * config.kv_dim());
+  v_.resize(n * config.kv_dim());
+  gate_.resize(n * config.n_ff);
+  up_.resize(n * config.n_ff);
+  positions_.resize(n);
+}
+
+PagedKvView CpuBackend::LayerView(int layer) {
+  PagedKvView kv;
+  kv.k = pool_.layer_data(layer);
+  kv.v = pool_.layer_data(layer) + pool_.strides().kv * static_cast<int64_t>(pool_.element_size());
+  kv.dtype = ToPagedDtype(pool_.dtype());
+  kv.num_blocks = pool_.num_blocks();
+  kv.n_kv_heads = config_.n_kv_heads;
+  kv.block_size = pool_.config().block_size;
+  kv.head_dim = config_.head_dim;
+  kv.k_scale = pool_.k_scale(layer);
+  kv.v_scale = pool_.v_scale(layer);
+  return kv;
+}
+
+Status CpuBackend::Validate(const StepBatch& b, std::span<float> logits) const {
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  if (n == 0 || n > caps_.max_num_batched_tokens) {
+    return InvalidArgument("token_ids: " + std::to_string(n) + " tokens (expected 1.." +
+                           std::to_string(caps_.max_num_batched_tokens) + ")");
+  }
+  if (static_cast<int64_t>(b.slot_mapping.size()) != n) {
+    return InvalidArgument("slot_mapping: size differs from token_ids");
+  }
+  if (b.seqs.empty() || static_cast<int32_t>(b.seqs.size()) > caps_.max_num_seqs) {
+    return InvalidArgument("seqs: " + std::to_string(b.seqs.size()) + " sequences (expected 1.." +
+                           std::to_string(caps_.max_num_seqs) + ")");
+  }
+  for (int32_t id : b.token_ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return InvalidArgument("token_ids: " + std::to_string(id) + " is outside the vocabulary");
+    }
+  }
+  int32_t next_row = 0, logit_rows = 0;
+  bool seen_prefill = false;
+  for (const StepSequence& s : b.seqs) {
+    if (s.query_start != next_row || s.query_len < 1 || s.num_computed_tokens < 0) {
+      return InvalidArgument("seqs: rows must be contiguous, ascending and non-empty");
+    }
+    if (s.is_decode && seen_prefill) return InvalidArgument("seqs: decodes must come first");
+    seen_prefill |= !s.is_decode;
+    const int64_t end = int64_t{s.num_computed_tokens} + s.query_len;
+    if (end > config_.context_length) return OutOfRange("seqs: past the model's context length");
+    const int64_t bs = caps_.block_size;
+    if (static_cast<int64_t>(s.block_table.size()) * bs < end) {
+      return InvalidArgument("seqs: block_table does not cover the sequence's positions");
+    }
+    for (int32_t blk : s.block_table) {
+      if (blk >= caps_.num_blocks) return InvalidArgument("seqs: block id past the pool");
+    }
+    next_row += s.query_len;
+    logit_rows += s.needs_logits ? 1 : 0;
+  }
+  if (next_row != static_cast<int32_t>(n)) return InvalidArgument("seqs: do not cover token_ids");
+  if (logits.size() != static_cast<size_t>(logit_rows) * config_.vocab_size) {
+    return InvalidArgument("logits: expected " + std::to_string(logit_rows) + " rows");
+  }
+  return Status::Ok();
+}
+
+Status CpuBackend::Execute(const StepBatch& b, std::span<float> logits) {
+  PAGODA_RETURN_IF_ERROR(Validate(b, logits));
+  PAGODA_RETURN_IF_ERROR(pool_.CopyBlocks(b.block_copies));
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  decode_seqs_.clear();
+  prefill_seqs_.clear();
+  int32_t num_decode_rows = 0;
+  for (const StepSequence& s : b.seqs) {
+    for (int32_t i = 0; i < s.query_len; ++i) {
+      positions_[s.query_start + i] = s.num_computed_tokens + i;
+    }
+    AttnSeq a{s.query_start, s.query_len, s.num_computed_tokens, s.block_table};
+    if (s.is_decode) {
+      decode_seqs_.push_back(a);
+      num_decode_rows += s.query_len;
+    } else {
+      a.q_start -= num_decode_rows;  // prefill arrays start at the first prefill row
+      prefill_seqs_.push_back(a);
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    EmbeddingRow(weights_.token_embd, b.token_ids[t], x_.data() + t * config_.n_embd);
+  }
+  for (int layer = 0; layer < config_.n_layers; ++layer) {
+    if (num_decode_rows > 0) PAGODA_RETURN_IF_ERROR(DecodeAttention(layer, b, num_decode_rows));
+    if (num_decode_rows < n) PAGODA_RETURN_IF_ERROR(PrefillAttention(layer, b, num_decode_rows));
+    for (int64_t i = 0; i < n * config_.n_embd; ++i) x_[i] += attn_out_[i];
+    Mlp(layer, n);
+  }
+  Logits(b, logits);
+  return Status::Ok();
+}
+
+Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) {
+  const LayerWeights& w = weights_.layers[layer];
+  TkgConfig c;
+  c.hidden = config_.n_embd;
+  c.n_heads = config_.n_heads;
+  c.n_kv_heads = config_.n_kv_heads;
+  c.head_dim = config_.head_dim;
+  c.rms_eps = config_.rms_eps;
+  c.rope_dim = config_.rope_dim;
+  c.rope_base = config_.rope_theta;
+  c.rope_layout = config_.rope_layout;
+  TkgWeights tw;
+  tw.attn_norm = w.attn_norm;
+  tw.wq = w.wq, tw.wk = w.wk, tw.wv = w.wv, tw.wo = w.wo;
+  tw.bq = w.bq, tw.bk = w.bk, tw.bv = w.bv;
+  TkgArgs args;
+  args.seqs = decode_seqs_;
+  args.x = std::span<const float>(x_.data(), size_t(rows) * config_.n_embd);
+  args.positions = std::span<const int32_t>(positions_.data(), rows);
+  args.slots = b.slot_mapping.subspan(0, rows);
+  args.kv = LayerView(layer);
+  args.out = std::span<float>(attn_out_.data(), size_t(rows) * config_.n_embd);
+  return AttentionBlockTkg(c, tw, args, tkg_);
+}
+
+Status CpuBackend::PrefillAttention(int layer, const StepBatch& b, int32_t first) {
+  const LayerWeights& w = weights_.layers[layer];
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(b.token_ids.size()) - first;
+  float* x = x_.data() + int64_t{first} * c.n_embd;
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, h_.data() + t * c.n_embd);
+  }
+  MatMul(w.wq, h_.data(), n, q_.data());
+  MatMul(w.wk, h_.data(), n, k_.data());
+  MatMul(w.wv, h_.data(), n, v_.data());
+  const PagedKvView kv = LayerView(layer);
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = q_.data() + t * c.q_dim();
+    float* k = k_.data() + t * c.kv_dim();
+    float* v = v_.data() + t * c.kv_dim();
+    if (c.has_qkv_bias) {
+      for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
+      for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
+    }
+    const int32_t pos = positions_[first + t];
+    ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
+    ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
+    // Attention uses the values the cache holds, so chunked and decode paths agree.
+    kv::RoundTripRow(kv.dtype, kv.k_scale, k, c.kv_dim());
+    kv::RoundTripRow(kv.dtype, kv.v_scale, v, c.kv_dim());
+  }
+  FlashPagedAttentionArgs a;
+  a.seqs = prefill_seqs_;
+  a.q = std::span<const float>(q_.data(), n * c.q_dim());
+  a.k = std::span<const float>(k_.data(), n * c.kv_dim());
+  a.v = std::span<const float>(v_.data(), n * c.kv_dim());
+  a.kv = kv;
+  a.n_heads = c.n_heads;
+  a.out = std::span<float>(attn_.data(), n * c.q_dim());
+  PAGODA_RETURN_IF_ERROR(FlashPagedAttention(a));
+  WriteKv(kv, k_.data(), v_.data(), b.slot_mapping.subspan(first, n));
+  MatMul(w.wo, attn_.data(), n, attn_out_.data() + int64_t{first} * c.n_embd);
+  return Status::Ok();
+}
+
+void CpuBackend::Mlp(int layer, int64_t n) {
+  const LayerWeights& w = weights_.layers[layer];
+  const auto& c = config_;
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(x_.data() + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps,
+            h_.data() + t * c.n_embd);
+  }
+  MatMul(w.w_gate, h_.data(), n, gate_.data());
+  MatMul(w.w_up, h_.data(), n, up_.data());
+  SwiGlu(gate_.data(), up_.data(), n * c.n_ff);
+  MatMul(w.w_down, gate_.data(), n, h_.data());
+  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+}
+
+void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {
+  int64_t rows = 0;
+  for (const StepSequence& s : b.seqs) {
+    if (!s.needs_logits) continue;
+    const int64_t t = s.query_start + s.query_len - 1;
+    RmsNorm(x_.data() + t * config_.n_embd, weights_.output_norm.data(), config_.n_embd,
+            config_.rms_eps, h_.data() + rows * config_.n_embd);
+    ++rows;
+  }
+  if (rows > 0) MatMul(weights_.output, h_.data(), rows, logits.data());
+}
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,62 @@
+// CpuBackend: the default Backend. Owns the paged KV pool (kvcache/KvPool) and per-step scratch
+// sized once; runs each step layer by layer:
+//   decode rows  -> attention_block_tkg (fused norm, QKV, RoPE, cache write, attention, out proj)
+//   prefill rows -> norm, QKV, RoPE, cache write, flash_paged_attention, out proj
+//   all rows     -> MLP; then final norm + LM head for the rows that need logits.
+// Weights are the model's (mmap'd, in their file type); the model must outlive the backend.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/attention_block_tkg.h"
+#include "kvcache/kv_cache_config.h"
+#include "kvcache/kv_pool.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace pagoda::cpu {
+
+struct CpuBackendOptions {
+  KvCacheConfig kv_cache;  // n_layers / n_kv_heads / head_dim are filled from the model
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // Errors: INVALID_ARGUMENT naming a bad option, RESOURCE_EXHAUSTED if the pool cannot be
+  // allocated.
+  static Result<std::unique_ptr<CpuBackend>> Create(const ModelConfig& config,
+                                                    const ModelWeights& weights,
+                                                    const CpuBackendOptions& options);
+
+  Status Execute(const StepBatch& batch, std::span<float> logits) override;
+  const BackendCapabilities& capabilities() const override { return caps_; }
+  int32_t vocab_size() const override { return config_.vocab_size; }
+
+  KvPool& kv_pool() { return pool_; }
+
+ private:
+  CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
+             TkgWorkspace workspace, const CpuBackendOptions& options);
+  Status Validate(const StepBatch& batch, std::span<float> logits) const;
+  PagedKvView LayerView(int layer);
+  Status DecodeAttention(int layer, const StepBatch& batch, int32_t num_decode_rows);
+  Status PrefillAttention(int layer, const StepBatch& batch, int32_t first_row);
+  void Mlp(int layer, int64_t n);
+  void Logits(const StepBatch& batch, std::span<float> logits);
+
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  KvPool pool_;
+  TkgWorkspace tkg_;
+  BackendCapabilities caps_;
+  // Scratch for up to max_num_batched_tokens rows.
+  std::vector<float> x_, h_, q_, k_, v_, attn_, attn_out_, gate_, up_;
+  std::vector<int32_t> positions_;
+  std::vector<AttnSeq> decode_seqs_, prefill_seqs_;
+};
+
+}  // namespace pagoda::cpu

@@ -1,0 +1,152 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+
+namespace pagoda {
+
+Status ValidateSchedulerConfig(const SchedulerConfig& c) {
+  if (c.max_num_seqs < 1) return InvalidArgument("engine.max_num_seqs: must be >= 1");
+  if (c.max_num_batched_tokens < 1) {
+    return InvalidArgument("engine.max_num_batched_tokens: must be >= 1");
+  }
+  if (c.max_num_batched_tokens < c.max_num_seqs) {
+    return InvalidArgument("engine.max_num_batched_tokens: must be >= max_num_seqs (" +
+                           std::to_string(c.max_num_seqs) + ") so every decode fits a step");
+  }
+  if (c.max_prefill_chunk < 0) return InvalidArgument("engine.max_prefill_chunk: must be >= 0");
+  if (c.max_num_partial_prefills < 1) {
+    return InvalidArgument("engine.max_num_partial_prefills: must be >= 1");
+  }
+  return Status::Ok();
+}
+
+int32_t Scheduler::ChunkLimit(int32_t budget) const {
+  return config_.max_prefill_chunk > 0 ? std::min(budget, config_.max_prefill_chunk) : budget;
+}
+
+bool ServesBefore(SchedulingPolicy policy, const Sequence& a, const Sequence& b) {
+  if (policy == SchedulingPolicy::kPriority && a.priority != b.priority) {
+    return a.priority < b.priority;
+  }
+  if (a.arrival_order != b.arrival_order) return a.arrival_order < b.arrival_order;
+  return a.sample_index < b.sample_index;
+}
+
+void Scheduler::AddWaiting(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  // Keep the queue in policy order (preempted sequences re-enter at their place, which is
+  // ahead of everything that arrived after them).
+  auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const Sequence* w) { return ServesBefore(config_.policy, *seq, *w); });
+  waiting_.insert(it, seq);
+}
+
+void Scheduler::AddRunning(Sequence* seq) {
+  seq->status = SeqStatus::kRunning;
+  running_.push_back(seq);
+  SortRunning();
+}
+
+void Scheduler::SortRunning() {
+  std::stable_sort(running_.begin(), running_.end(), [&](const Sequence* a, const Sequence* b) {
+    return ServesBefore(config_.policy, *a, *b);
+  });
+}
+
+void Scheduler::Finish(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), seq), waiting_.end());
+  if (kv_.HasSequence(seq->seq_id)) (void)kv_.Free(seq->seq_id);
+  seq->status = SeqStatus::kFinished;
+}
+
+void Scheduler::Preempt(Sequence* seq) {
+  running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
+  (void)kv_.Free(seq->seq_id);
+  seq->num_computed_tokens = 0;  // recompute: generated tokens are kept in token_ids
+  ++num_preemptions_;
+  AddWaiting(seq);
+}
+
+// The lowest-priority, newest running sequence that is not already in this step.
+Sequence* Scheduler::PickVictim(const SchedulerOutput& out) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    const bool in_step = std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                     [&](const ScheduledSeq& s) { return s.seq == *it; });
+    if (!in_step) return *it;
+  }
+  return nullptr;
+}
+
+// Allocates n slots for a running sequence, preempting victims (never one already scheduled
+// this step) until it fits. Returns false if the sequence itself had to be preempted.
+bool Scheduler::AllocateOrPreempt(Sequence* seq, int32_t n, SchedulerOutput& out) {
+  while (!kv_.AllocateSlots(seq->seq_id, n).ok()) {
+    Sequence* victim = PickVictim(out);
+    if (victim == nullptr || victim == seq) {
+      Preempt(seq);
+      out.preempted.push_back(seq);
+      return false;
+    }
+    Preempt(victim);
+    out.preempted.push_back(victim);
+  }
+  return true;
+}
+
+void Scheduler::ScheduleDecodes(SchedulerOutput& out, int32_t& budget) {
+  const std::vector<Sequence*> snapshot = running_;
+  for (Sequence* seq : snapshot) {
+    if (seq->status != SeqStatus::kRunning || !seq->is_decoding() || budget == 0) continue;
+    if (!AllocateOrPreempt(seq, 1, out)) continue;
+    out.scheduled.push_back({seq, 1, true});
+    --budget;
+  }
+}
+
+void Scheduler::SchedulePartialPrefills(SchedulerOutput& out, int32_t& budget, int32_t& partial) {
+  const std::vector<Sequence*> snapshot = running_;
+  for (Sequence* seq : snapshot) {
+    if (seq->status != SeqStatus::kRunning || seq->is_decoding()) continue;
+    if (budget == 0 || partial >= config_.max_num_partial_prefills) break;
+    const int32_t n = std::min(seq->num_uncomputed_tokens(), ChunkLimit(budget));
+    if (!AllocateOrPreempt(seq, n, out)) continue;
+    out.scheduled.push_back({seq, n, false});
+    budget -= n;
+    ++partial;
+  }
+}
+
+void Scheduler::AdmitWaiting(SchedulerOutput& out, int32_t& budget, int32_t& partial) {
+  while (!waiting_.empty() && budget > 0 && partial < config_.max_num_partial_prefills &&
+         num_running() < config_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    const int32_t cached = kv_.NumCachedPromptTokens(seq->token_ids);
+    const int32_t n = std::min(seq->num_tokens() - cached, ChunkLimit(budget));
+    auto admitted = kv_.AllocatePrompt(seq->seq_id, seq->token_ids, n);
+    if (!admitted.ok()) break;  // not enough blocks: keep the queue order, retry next step
+    waiting_.pop_front();
+    seq->num_computed_tokens = *admitted;
+    if (seq->num_cached_tokens_at_admission < 0) seq->num_cached_tokens_at_admission = *admitted;
+    seq->status = SeqStatus::kRunning;
+    running_.push_back(seq);
+    const int32_t n_new = std::min(seq->num_tokens() - *admitted, n);
+    out.scheduled.push_back({seq, n_new, false});
+    budget -= n_new;
+    ++partial;
+  }
+  SortRunning();
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int32_t budget = config_.max_num_batched_tokens;
+  int32_t partial = 0;
+  ScheduleDecodes(out, budget);
+  SchedulePartialPrefills(out, budget, partial);
+  AdmitWaiting(out, budget, partial);
+  for (const ScheduledSeq& s : out.scheduled) out.num_batched_tokens += s.num_new_tokens;
+  return out;
+}
+
+}  // namespace pagoda

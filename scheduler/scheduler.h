@@ -1,0 +1,85 @@
+// Scheduler: iteration-level (continuous batching) policy over the paged KV cache.
+//
+// Each Schedule() builds one step under max_num_batched_tokens / max_num_seqs:
+//   1. one token for every running decode (priority order); when a decode cannot get a block,
+//      preempt a victim (PickVictim: lowest priority, then newest) -- possibly itself;
+//   2. the next chunk of running, partially prefilled sequences (chunked prefill);
+//   3. admit waiting sequences (policy order; preempted ones first) while blocks, budget,
+//      max_num_seqs and max_num_partial_prefills allow. Prefix-cache hits count as computed.
+// KV slots for everything scheduled are allocated here; the caller runs the step, then calls
+// OnStepDone / Finish. Used by one engine thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "common/status.h"
+#include "kvcache/kv_cache_manager.h"
+#include "scheduler/sequence.h"
+
+namespace pagoda {
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_partial_prefills = 4;
+  int32_t max_prefill_chunk = 0;  // tokens of one sequence's prefill per step; 0 = budget only
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+};
+Status ValidateSchedulerConfig(const SchedulerConfig& config);
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t num_new_tokens = 0;  // tokens [num_computed_tokens, + num_new_tokens) run this step
+  bool is_decode = false;
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> scheduled;  // decodes first
+  std::vector<Sequence*> preempted;     // this step's victims (now waiting)
+  int32_t num_batched_tokens = 0;
+  bool empty() const { return scheduled.empty(); }
+};
+
+// True if `a` should be served before `b` under `policy`.
+bool ServesBefore(SchedulingPolicy policy, const Sequence& a, const Sequence& b);
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+
+  // Queues a new sequence (waiting). The Sequence is owned by the caller and must stay alive
+  // until Finish().
+  void AddWaiting(Sequence* seq);
+  // Adds an already running sequence (a fork that shares its parent's blocks).
+  void AddRunning(Sequence* seq);
+  SchedulerOutput Schedule();
+  // Removes a sequence in any state and frees its KV blocks.
+  void Finish(Sequence* seq);
+
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  void ScheduleDecodes(SchedulerOutput& out, int32_t& budget);
+  void SchedulePartialPrefills(SchedulerOutput& out, int32_t& budget, int32_t& partial);
+  void AdmitWaiting(SchedulerOutput& out, int32_t& budget, int32_t& partial);
+  bool AllocateOrPreempt(Sequence* seq, int32_t n, SchedulerOutput& out);
+  Sequence* PickVictim(const SchedulerOutput& out) const;
+  void Preempt(Sequence* seq);
+  void SortRunning();
+  int32_t ChunkLimit(int32_t budget) const;
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::vector<Sequence*> running_;
+  std::deque<Sequence*> waiting_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,55 @@
+// A deterministic fake Backend for engine/scheduler tests. Its "KV cache" stores token ids per
+// slot; the logits for a sequence's last token depend on the whole context READ BACK THROUGH
+// THE BLOCK TABLE, so any bookkeeping bug (wrong slot, lost copy-on-write, bad recompute after
+// preemption, wrong prefix-cache hit) changes the generated tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/tokenizer/spm_tokenizer.h"
+
+namespace pagoda::testing {
+
+// Vocabulary: <unk>, <s>, </s>, then the 256 byte tokens (id = 3 + byte).
+inline constexpr int32_t kFakeVocab = 259;
+inline int32_t ByteToken(char c) { return 3 + static_cast<unsigned char>(c); }
+
+std::unique_ptr<Tokenizer> MakeByteTokenizer();
+
+// The greedy next token after `context`: a lowercase letter chosen by a hash of the context.
+int32_t FakeNextToken(const std::vector<int32_t>& context);
+// Greedy continuation of `prompt` for max_tokens tokens (no end token ever wins).
+std::vector<int32_t> FakeGreedy(std::vector<int32_t> prompt, int32_t max_tokens);
+
+struct FakeStepRecord {
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t num_decode_seqs = 0;
+  std::vector<int32_t> prefill_chunk_lens;
+};
+
+class FakeBackend : public Backend {
+ public:
+  FakeBackend(int32_t num_blocks, int32_t block_size, int32_t max_model_len = 4096,
+              int32_t max_num_batched_tokens = 4096, int32_t max_num_seqs = 256);
+
+  Status Execute(const StepBatch& batch, std::span<float> logits) override;
+  const BackendCapabilities& capabilities() const override { return caps_; }
+  int32_t vocab_size() const override { return kFakeVocab; }
+
+  std::vector<FakeStepRecord> steps;
+  int64_t tokens_computed = 0;
+  bool fail_next_step = false;
+  // Called at the start of every Execute (e.g. to abort a request mid-run).
+  std::function<void(int64_t step)> on_step;
+
+ private:
+  BackendCapabilities caps_;
+  std::vector<int32_t> slots_;  // token id stored per slot, -1 = never written
+};
+
+}  // namespace pagoda::testing

@@ -1,0 +1,54 @@
+#include "tools/runtime.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace pagoda {
+namespace {
+
+Result<KvCacheConfig> KvConfig(const Model& model, const RuntimeOptions& o) {
+  KvCacheConfig kv;
+  kv.block_size = o.block_size;
+  kv.n_layers = model.config.n_layers;
+  kv.n_kv_heads = model.config.n_kv_heads;
+  kv.head_dim = model.config.head_dim;
+  kv.enable_prefix_caching = o.enable_prefix_caching;
+  std::string dtype = o.kv_dtype;
+  if (dtype == "auto") dtype = model.weights.token_embd.type == GgmlType::kF32 ? "f32" : "f16";
+  PAGODA_ASSIGN_OR_RETURN(kv.dtype, ParseKvDtype(dtype));
+  if (o.block_size < 1 || o.block_size > 256 || (o.block_size & (o.block_size - 1))) {
+    return InvalidArgument("kv_cache.block_size: " + std::to_string(o.block_size) +
+                           " (expected a power of two in 1..256)");
+  }
+  if (o.num_blocks > 0) {
+    kv.num_blocks = o.num_blocks;
+  } else {
+    // Enough for every sequence slot to reach the full context, within the memory budget.
+    const int64_t blocks_per_seq = (model.config.context_length + o.block_size - 1) / o.block_size;
+    const int64_t need = blocks_per_seq * o.scheduler.max_num_seqs + 1;
+    kv.num_blocks = std::max<int64_t>(1, std::min(need, o.kv_memory_bytes / KvBytesPerBlock(kv)));
+  }
+  return kv;
+}
+
+}  // namespace
+
+Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
+  PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(o.scheduler));
+  cpu::CpuBackendOptions bo;
+  PAGODA_ASSIGN_OR_RETURN(bo.kv_cache, KvConfig(model, o));
+  bo.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
+  bo.max_num_seqs = o.scheduler.max_num_seqs;
+  Runtime rt;
+  PAGODA_ASSIGN_OR_RETURN(rt.backend, cpu::CpuBackend::Create(model.config, model.weights, bo));
+  EngineConfig ec;
+  ec.scheduler = o.scheduler;
+  ec.enable_prefix_caching = o.enable_prefix_caching;
+  ec.max_waiting_requests = o.max_waiting_requests;
+  if (model.tokenizer->eos_id() >= 0) ec.eos_token_ids.push_back(model.tokenizer->eos_id());
+  PAGODA_ASSIGN_OR_RETURN(rt.engine, Engine::Create(*model.tokenizer, *rt.backend, ec));
+  return rt;
+}
+
+}  // namespace pagoda

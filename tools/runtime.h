@@ -1,0 +1,33 @@
+// Runtime: a loaded model wired to a backend and an engine -- what `pagoda generate` (and the
+// server) run on. BuildRuntime sizes the KV pool from the options and the model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "scheduler/engine.h"
+
+namespace pagoda {
+
+struct RuntimeOptions {
+  int32_t block_size = 16;
+  std::string kv_dtype = "auto";        // auto | f32 | bf16 | f16 | fp8_e4m3
+  int64_t num_blocks = 0;               // 0: from kv_memory_bytes
+  int64_t kv_memory_bytes = 1ll << 30;  // pool budget when num_blocks is 0 (capped at need)
+  bool enable_prefix_caching = true;
+  SchedulerConfig scheduler;
+  int32_t max_waiting_requests = 1024;
+};
+
+struct Runtime {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Engine> engine;
+};
+
+// Errors name the bad option. `model` must outlive the runtime.
+Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& options);
+
+}  // namespace pagoda
