@@ -2,10 +2,9 @@
 BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
 JOBS ?= $(shell nproc)
-DEMO_MODEL ?= $(BUILD_DIR)/demo/pagoda-demo-tiny.gguf
 PAGODA := $(BUILD_DIR)/bin/pagoda
 
-.PHONY: all deps configure build test run demo-model test-asan format clean
+.PHONY: all deps configure build test run test-asan format clean
 
 all: build
 
@@ -21,17 +20,10 @@ build: configure
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
-$(DEMO_MODEL): | build
-	@mkdir -p $(dir $(DEMO_MODEL))
-	@$(PAGODA) make-model --preset tiny --dtype f32 --output $(DEMO_MODEL)
-
-demo-model: build $(DEMO_MODEL)
-
-# Until the gRPC server exists, `make run` runs `pagoda generate` on the demo model.
-run: demo-model
-	@echo "[make run] the gRPC server is not built yet: running 'pagoda generate' on the demo model"
-	@$(PAGODA) generate --model $(DEMO_MODEL) --prompt "Once upon a time" --max-tokens 48 \
-	  --temperature 0.8 --seed 1
+# Serves the default config: the demo model (written by `pagoda make-model` on first run) on
+# 127.0.0.1:50051, metrics on 127.0.0.1:9090. Try: build/bin/pagoda generate --server 127.0.0.1:50051 --prompt hi
+run: build
+	@$(PAGODA) serve --config configs/default.yaml
 
 test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DASAN=ON >/dev/null

@@ -127,6 +127,14 @@ void Engine::Abort(const std::string& request_id) {
   inbox_cv_.notify_all();
 }
 
+void Engine::AbortAll() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    for (const auto& [id, live] : live_ids_) inbox_abort_.push_back(id);
+  }
+  inbox_cv_.notify_all();
+}
+
 bool Engine::HasWork() const {
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -173,7 +181,7 @@ void Engine::AbortNow(const std::string& request_id) {
   for (auto& s : r.samples) {
     if (s->finish == FinishReason::kNone) live.push_back(s.get());
   }
-  for (SampleState* s : live) FinishSample(*s, FinishReason::kAbort);
+  for (SampleState* s : live) FinishSample(*s, FinishReason::kAbort, {});
 }
 
 Status Engine::RunUntilIdle() {
@@ -276,7 +284,7 @@ void Engine::FailStep(const SchedulerOutput& out, const Status& status) {
     for (auto& s : it->second->samples) {
       if (s->finish == FinishReason::kNone) live.push_back(s.get());
     }
-    for (SampleState* s : live) FinishSample(*s, FinishReason::kError, status.ToString());
+    for (SampleState* s : live) FinishSample(*s, FinishReason::kError, {}, status.ToString());
   }
 }
 
@@ -309,7 +317,7 @@ void Engine::ForkSamples(RequestState& r, std::span<const float> logits) {
     child->seq.sample_index = i;
     if (!kv_.Fork(parent.seq.seq_id, child->seq.seq_id).ok()) {
       r.samples.push_back(std::move(child));
-      FinishSample(*r.samples.back(), FinishReason::kError, "fork failed: KV cache exhausted");
+      FinishSample(*r.samples.back(), FinishReason::kError, {}, "fork failed: KV cache exhausted");
       continue;
     }
     samples_by_seq_[child->seq.seq_id] = child.get();
@@ -368,7 +376,6 @@ void Engine::AppendToken(SampleState& s, int32_t token, const TokenLogprob* lp) 
     r.stream->Push(std::move(out));
     return;
   }
-  s.finish = finish;
   if (!stop_string_matched) {  // release held-back text: nothing can match any more
     StopCheckResult tail = s.stop->Push(s.detok->Flush());
     if (!tail.stopped()) {
@@ -379,41 +386,23 @@ void Engine::AppendToken(SampleState& s, int32_t token, const TokenLogprob* lp) 
     out.text += tail.text;
     if (tail.stopped()) finish = FinishReason::kStop;
   }
-  out.finish_reason = finish;
-  scheduler_.Finish(&s.seq);
-  samples_by_seq_.erase(s.seq.seq_id);
-  if (++r.num_finished == std::max(1, req.sampling.n)) {
-    r.times.finished = now;
-    out.request_finished = true;
-    out.usage = r.usage;
-    out.times = r.times;
-  }
-  const bool done = out.request_finished;
-  const std::string id = req.request_id;
-  r.stream->Push(std::move(out));
-  if (done) {
-    requests_.erase(id);
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    live_ids_.erase(id);
-  }
+  FinishSample(s, finish, std::move(out));
 }
 
-void Engine::FinishSample(SampleState& s, FinishReason reason, const std::string& error) {
+void Engine::FinishSample(SampleState& s, FinishReason reason, RequestOutput out,
+                          const std::string& error) {
   RequestState& r = *s.request;
   s.finish = reason;
   scheduler_.Finish(&s.seq);
   samples_by_seq_.erase(s.seq.seq_id);
-  RequestOutput out;
   out.request_id = r.request.request_id;
   out.index = s.seq.sample_index;
   out.finish_reason = reason;
   out.error = error;
+  const int32_t n = std::max(1, r.request.sampling.n);
   // Samples not yet forked will never exist: count them finished too.
-  int32_t finished = ++r.num_finished;
-  if (!r.forked && s.seq.sample_index == 0) {
-    r.num_finished = finished = std::max(1, r.request.sampling.n);
-  }
-  if (finished == std::max(1, r.request.sampling.n)) {
+  r.num_finished = (!r.forked && s.seq.sample_index == 0) ? n : r.num_finished + 1;
+  if (r.num_finished == n) {
     r.times.finished = EngineClock::now();
     out.request_finished = true;
     out.usage = r.usage;
@@ -421,6 +410,7 @@ void Engine::FinishSample(SampleState& s, FinishReason reason, const std::string
   }
   const bool done = out.request_finished;
   const std::string id = r.request.request_id;
+  if (done && finish_observer_) finish_observer_(out);
   r.stream->Push(std::move(out));
   if (done) {
     requests_.erase(id);

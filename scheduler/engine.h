@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,8 @@ class Engine {
   Result<std::shared_ptr<RequestStream>> Submit(Request request);
   // Aborts a request in any state; its blocks are freed within one step. Unknown ids: no-op.
   void Abort(const std::string& request_id);
+  // Aborts every live request (used at the end of a graceful shutdown).
+  void AbortAll();
 
   // Runs one engine step (no-op when idle). An INTERNAL status means the backend failed: the
   // affected requests were finished with kError and the engine can go on.
@@ -76,6 +79,12 @@ class Engine {
 
   EngineStats stats() const;
 
+  // Called on the engine thread with the last message of every request (whoever reads the
+  // stream), e.g. to record metrics. Set before Start().
+  void SetFinishObserver(std::function<void(const RequestOutput&)> fn) {
+    finish_observer_ = std::move(fn);
+  }
+
  private:
   struct SampleState;
   struct RequestState;
@@ -89,7 +98,9 @@ class Engine {
   void ProcessSampled(SampleState& s, std::span<const float> logits);
   void ForkSamples(RequestState& r, std::span<const float> logits);
   void AppendToken(SampleState& s, int32_t token, const TokenLogprob* lp);
-  void FinishSample(SampleState& s, FinishReason reason, const std::string& error = "");
+  // Ends a sample; `out` carries its last tokens/text (may be empty). Emits the final message.
+  void FinishSample(SampleState& s, FinishReason reason, RequestOutput out,
+                    const std::string& error = "");
   void FailStep(const SchedulerOutput& out, const Status& status);
   void Loop();
   void UpdateStats();
@@ -123,6 +134,7 @@ class Engine {
   EngineStats stats_;
   int64_t prompt_tokens_ = 0, generation_tokens_ = 0, steps_ = 0;
 
+  std::function<void(const RequestOutput&)> finish_observer_;
   std::thread loop_;
   std::atomic<bool> stop_{false};
 };

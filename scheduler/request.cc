@@ -19,12 +19,25 @@ const char* FinishReasonName(FinishReason reason) {
 }
 
 void RequestStream::Push(RequestOutput out) {
+  std::function<void()> listener;
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished_ = finished_ || out.request_finished;
     queue_.push_back(std::move(out));
+    listener = listener_;
   }
   cv_.notify_all();
+  if (listener) listener();
+}
+
+void RequestStream::SetListener(std::function<void()> fn) {
+  bool pending = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    listener_ = fn;
+    pending = !queue_.empty();
+  }
+  if (fn && pending) fn();
 }
 
 bool RequestStream::Pop(RequestOutput* out, EngineClock::time_point deadline) {

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -78,9 +79,13 @@ class RequestStream {
   // Blocks until a message is available or `deadline` passes (returns false then).
   bool Pop(RequestOutput* out, EngineClock::time_point deadline = EngineClock::time_point::max());
   bool finished() const;
+  // `fn` is called (on the engine thread, outside the stream's lock) after every Push, and once
+  // right away if messages are already queued; nullptr removes it. Used by async servers.
+  void SetListener(std::function<void()> fn);
 
  private:
   mutable std::mutex mu_;
+  std::function<void()> listener_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   bool finished_ = false;

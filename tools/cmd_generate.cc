@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "pagoda/v1/generation.grpc.pb.h"
 #include "tools/commands.h"
+#include "tools/grpc_client.h"
 #include "tools/runtime.h"
 
 namespace pagoda::cli {
@@ -24,6 +26,8 @@ struct GenerateArgs {
   bool json = false;
   RuntimeOptions runtime;
   int32_t prefill_chunk = 0;
+  std::string server;  // non-empty: send to a running `pagoda serve`
+  ClientOptions client;
 };
 
 struct Result1 {  // one request's collected output
@@ -182,7 +186,65 @@ Status Run(const GenerateArgs& args, const Model& model) {
   return Status::Ok();
 }
 
+v1::GenerateRequest RemoteRequest(const GenerateArgs& args) {
+  v1::GenerateRequest req;
+  req.set_prompt(args.prompt);
+  const SamplingParams& s = args.defaults.sampling;
+  v1::SamplingParams* sp = req.mutable_sampling();
+  sp->set_temperature(s.temperature);
+  sp->set_top_k(s.top_k);
+  sp->set_top_p(s.top_p);
+  sp->set_min_p(s.min_p);
+  if (s.seed) sp->set_seed(*s.seed);
+  v1::StoppingCriteria* st = req.mutable_stopping();
+  st->set_max_tokens(args.defaults.stopping.max_tokens);
+  for (const std::string& stop : args.defaults.stopping.stop) st->add_stop(stop);
+  st->set_ignore_eos(args.defaults.stopping.ignore_eos);
+  return req;
+}
+
+// Streams one prompt through a running server's Generate RPC.
+int RunRemote(const GenerateArgs& args) {
+  ClientOptions o = args.client;
+  o.server = args.server;
+  auto stub = v1::Generation::NewStub(MakeChannel(o));
+  grpc::ClientContext ctx;
+  PrepareContext(o, &ctx);
+  auto reader = stub->Generate(&ctx, RemoteRequest(args));
+  v1::GenerateResponse resp;
+  json j = {{"token_ids", json::array()}, {"text", ""}};
+  if (!args.json) std::cout << args.prompt << std::flush;
+  while (reader->Read(&resp)) {
+    if (resp.index() != 0) continue;
+    for (int32_t t : resp.token_ids()) j["token_ids"].push_back(t);
+    j["text"] = j["text"].get<std::string>() + resp.text();
+    if (!args.json) std::cout << resp.text() << std::flush;
+    if (!resp.finish_reason().empty()) j["finish_reason"] = resp.finish_reason();
+    if (resp.has_usage()) {
+      j["usage"] = {{"prompt_tokens", resp.usage().prompt_tokens()},
+                    {"completion_tokens", resp.usage().completion_tokens()},
+                    {"cached_prompt_tokens", resp.usage().cached_prompt_tokens()}};
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  if (!st.ok()) {
+    std::fprintf(stderr, "\nerror: %s: %s\n", args.server.c_str(), st.error_message().c_str());
+    return 1;
+  }
+  if (args.json) {
+    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << std::endl;
+  }
+  return 0;
+}
+
 int RunGenerate(const GenerateArgs& args) {
+  if (!args.server.empty()) return RunRemote(args);
+  if (args.model.empty()) {
+    std::fprintf(stderr, "error: --model is required (or --server to use a running server)\n");
+    return 2;
+  }
   auto model = LoadModel(args.model, [&](const std::string& stage) {
     if (!args.json) std::fprintf(stderr, "[pagoda] %s\n", stage.c_str());
   });
@@ -226,7 +288,9 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   args->defaults.stopping.max_tokens = 64;
   SamplingParams& s = args->defaults.sampling;
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from prompts");
-  cmd->add_option("--model,-m", args->model, "GGUF model file")->required();
+  cmd->add_option("--model,-m", args->model, "GGUF model file");
+  cmd->add_option("--server", args->server, "Send to a running `pagoda serve` at this address");
+  AddClientFlags(cmd, args->client);
   auto* p = cmd->add_option("--prompt,-p", args->prompt, "Prompt text");
   cmd->add_option("--prompts-file", args->prompts_file,
                   "JSON lines: {\"prompt\" or \"prompt_token_ids\", sampling fields...}")

@@ -10,5 +10,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterInspect(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
+void RegisterServe(CLI::App& app, int* exit_code);
+void RegisterHealth(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

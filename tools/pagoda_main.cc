@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   pagoda::cli::RegisterTokenize(app, &exit_code);
   pagoda::cli::RegisterInspect(app, &exit_code);
   pagoda::cli::RegisterMakeModel(app, &exit_code);
+  pagoda::cli::RegisterServe(app, &exit_code);
+  pagoda::cli::RegisterHealth(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

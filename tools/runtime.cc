@@ -46,6 +46,7 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
   ec.scheduler = o.scheduler;
   ec.enable_prefix_caching = o.enable_prefix_caching;
   ec.max_waiting_requests = o.max_waiting_requests;
+  ec.max_model_len = o.max_model_len;
   if (model.tokenizer->eos_id() >= 0) ec.eos_token_ids.push_back(model.tokenizer->eos_id());
   PAGODA_ASSIGN_OR_RETURN(rt.engine, Engine::Create(*model.tokenizer, *rt.backend, ec));
   return rt;

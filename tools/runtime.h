@@ -20,6 +20,7 @@ struct RuntimeOptions {
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
   int32_t max_waiting_requests = 1024;
+  int32_t max_model_len = 0;  // 0: the model's context length
 };
 
 struct Runtime {

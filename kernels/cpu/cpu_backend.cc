@@ -80,15 +80,10 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
   caps_.num_blocks = pool_.num_blocks();
   caps_.block_size = pool_.config().block_size;
   const size_t n = static_cast<size_t>(options.max_num_batched_tokens);
+  scratch_.Reserve(config, static_cast<int64_t>(n));
   x_.resize(n * config.n_embd);
-  h_.resize(n * config.n_embd);
   attn_out_.resize(n * config.n_embd);
-  q_.resize(n * config.q_dim());
   attn_.resize(n * config.q_dim());
-  k_.resize(n * config.kv_dim());
-  v_.resize(n * config.kv_dim());
-  gate_.resize(n * config.n_ff);
-  up_.resize(n * config.n_ff);
   positions_.resize(n);
 }
 
@@ -213,55 +208,27 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b, int32_t first
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(b.token_ids.size()) - first;
-  float* x = x_.data() + int64_t{first} * c.n_embd;
-  for (int64_t t = 0; t < n; ++t) {
-    RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, h_.data() + t * c.n_embd);
-  }
-  MatMul(w.wq, h_.data(), n, q_.data());
-  MatMul(w.wk, h_.data(), n, k_.data());
-  MatMul(w.wv, h_.data(), n, v_.data());
+  QkvRope(c, w, x_.data() + int64_t{first} * c.n_embd, n, positions_.data() + first, scratch_);
   const PagedKvView kv = LayerView(layer);
-  for (int64_t t = 0; t < n; ++t) {
-    float* q = q_.data() + t * c.q_dim();
-    float* k = k_.data() + t * c.kv_dim();
-    float* v = v_.data() + t * c.kv_dim();
-    if (c.has_qkv_bias) {
-      for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
-      for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
-    }
-    const int32_t pos = positions_[first + t];
-    ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
-    ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
-    // Attention uses the values the cache holds, so chunked and decode paths agree.
-    kv::RoundTripRow(kv.dtype, kv.k_scale, k, c.kv_dim());
-    kv::RoundTripRow(kv.dtype, kv.v_scale, v, c.kv_dim());
-  }
+  // Attention uses the values the cache holds, so chunked and decode paths agree.
+  kv::RoundTripRow(kv.dtype, kv.k_scale, scratch_.k.data(), n * c.kv_dim());
+  kv::RoundTripRow(kv.dtype, kv.v_scale, scratch_.v.data(), n * c.kv_dim());
   FlashPagedAttentionArgs a;
   a.seqs = prefill_seqs_;
-  a.q = std::span<const float>(q_.data(), n * c.q_dim());
-  a.k = std::span<const float>(k_.data(), n * c.kv_dim());
-  a.v = std::span<const float>(v_.data(), n * c.kv_dim());
+  a.q = std::span<const float>(scratch_.q.data(), n * c.q_dim());
+  a.k = std::span<const float>(scratch_.k.data(), n * c.kv_dim());
+  a.v = std::span<const float>(scratch_.v.data(), n * c.kv_dim());
   a.kv = kv;
   a.n_heads = c.n_heads;
   a.out = std::span<float>(attn_.data(), n * c.q_dim());
   PAGODA_RETURN_IF_ERROR(FlashPagedAttention(a));
-  WriteKv(kv, k_.data(), v_.data(), b.slot_mapping.subspan(first, n));
+  WriteKv(kv, scratch_.k.data(), scratch_.v.data(), b.slot_mapping.subspan(first, n));
   MatMul(w.wo, attn_.data(), n, attn_out_.data() + int64_t{first} * c.n_embd);
   return Status::Ok();
 }
 
 void CpuBackend::Mlp(int layer, int64_t n) {
-  const LayerWeights& w = weights_.layers[layer];
-  const auto& c = config_;
-  for (int64_t t = 0; t < n; ++t) {
-    RmsNorm(x_.data() + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps,
-            h_.data() + t * c.n_embd);
-  }
-  MatMul(w.w_gate, h_.data(), n, gate_.data());
-  MatMul(w.w_up, h_.data(), n, up_.data());
-  SwiGlu(gate_.data(), up_.data(), n * c.n_ff);
-  MatMul(w.w_down, gate_.data(), n, h_.data());
-  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+  AddMlp(config_, weights_.layers[layer], x_.data(), n, scratch_);
 }
 
 void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {
@@ -270,10 +237,10 @@ void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {
     if (!s.needs_logits) continue;
     const int64_t t = s.query_start + s.query_len - 1;
     RmsNorm(x_.data() + t * config_.n_embd, weights_.output_norm.data(), config_.n_embd,
-            config_.rms_eps, h_.data() + rows * config_.n_embd);
+            config_.rms_eps, scratch_.h.data() + rows * config_.n_embd);
     ++rows;
   }
-  if (rows > 0) MatMul(weights_.output, h_.data(), rows, logits.data());
+  if (rows > 0) MatMul(weights_.output, scratch_.h.data(), rows, logits.data());
 }
 
 }  // namespace pagoda::cpu

@@ -11,6 +11,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/attention_block_tkg.h"
+#include "kernels/cpu/ops.h"
 #include "kvcache/kv_cache_config.h"
 #include "kvcache/kv_pool.h"
 #include "model/model_config.h"
@@ -54,7 +55,8 @@ class CpuBackend final : public Backend {
   TkgWorkspace tkg_;
   BackendCapabilities caps_;
   // Scratch for up to max_num_batched_tokens rows.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, attn_out_, gate_, up_;
+  LayerScratch scratch_;
+  std::vector<float> x_, attn_, attn_out_;
   std::vector<int32_t> positions_;
   std::vector<AttnSeq> decode_seqs_, prefill_seqs_;
 };

@@ -19,15 +19,11 @@ LlamaForward::LlamaForward(const ModelConfig& config, const ModelWeights& weight
 }
 
 void LlamaForward::EnsureScratch(int64_t n) {
-  const auto c = config_;
-  x_.resize(n * c.n_embd);
-  h_.resize(n * c.n_embd);
-  q_.resize(n * c.q_dim());
-  k_.resize(n * c.kv_dim());
-  v_.resize(n * c.kv_dim());
-  attn_.resize(n * c.q_dim());
-  gate_.resize(n * c.n_ff);
-  up_.resize(n * c.n_ff);
+  scratch_.Reserve(config_, n);
+  x_.resize(n * config_.n_embd);
+  attn_.resize(n * config_.q_dim());
+  positions_.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) positions_[t] = num_cached_ + static_cast<int32_t>(t);
 }
 
 Result<std::span<const float>> LlamaForward::Forward(std::span<const int32_t> tokens,
@@ -59,42 +55,30 @@ Result<std::span<const float>> LlamaForward::Forward(std::span<const int32_t> to
   for (int64_t t = first; t < n; ++t) {
     float* x = x_.data() + t * config_.n_embd;
     RmsNorm(x, weights_.output_norm.data(), config_.n_embd, config_.rms_eps,
-            h_.data() + (t - first) * config_.n_embd);
+            scratch_.h.data() + (t - first) * config_.n_embd);
   }
   logits_.resize(rows * config_.vocab_size);
-  MatMul(weights_.output, h_.data(), rows, logits_.data());
+  MatMul(weights_.output, scratch_.h.data(), rows, logits_.data());
   return std::span<const float>(logits_);
 }
 
 void LlamaForward::AttentionLayer(int layer, int64_t n) {
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
-  for (int64_t t = 0; t < n; ++t) {
-    RmsNorm(x_.data() + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps,
-            h_.data() + t * c.n_embd);
-  }
-  MatMul(w.wq, h_.data(), n, q_.data());
-  MatMul(w.wk, h_.data(), n, k_.data());
-  MatMul(w.wv, h_.data(), n, v_.data());
+  QkvRope(c, w, x_.data(), n, positions_.data(), scratch_);
   const size_t layer_off = static_cast<size_t>(layer) * max_context_ * c.kv_dim();
   for (int64_t t = 0; t < n; ++t) {
-    float* q = q_.data() + t * c.q_dim();
-    float* k = k_.data() + t * c.kv_dim();
-    float* v = v_.data() + t * c.kv_dim();
-    if (c.has_qkv_bias) {
-      for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
-      for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
-    }
     const int64_t pos = num_cached_ + t;
-    ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
-    ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, pos, c.rope_theta, c.rope_layout);
-    std::copy(k, k + c.kv_dim(), k_cache_.begin() + layer_off + pos * c.kv_dim());
-    std::copy(v, v + c.kv_dim(), v_cache_.begin() + layer_off + pos * c.kv_dim());
+    std::copy_n(scratch_.k.data() + t * c.kv_dim(), c.kv_dim(),
+                k_cache_.begin() + layer_off + pos * c.kv_dim());
+    std::copy_n(scratch_.v.data() + t * c.kv_dim(), c.kv_dim(),
+                v_cache_.begin() + layer_off + pos * c.kv_dim());
   }
-  for (int64_t t = 0; t < n; ++t)
-    Attend(layer, t, q_.data() + t * c.q_dim(), attn_.data() + t * c.q_dim());
-  MatMul(w.wo, attn_.data(), n, h_.data());
-  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+  for (int64_t t = 0; t < n; ++t) {
+    Attend(layer, t, scratch_.q.data() + t * c.q_dim(), attn_.data() + t * c.q_dim());
+  }
+  MatMul(w.wo, attn_.data(), n, scratch_.h.data());
+  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += scratch_.h[i];
 }
 
 // Attention of chunk token t (position num_cached_ + t) over positions [0, pos].
@@ -132,17 +116,7 @@ void LlamaForward::Attend(int layer, int64_t t, const float* q, float* out) {
 }
 
 void LlamaForward::MlpLayer(int layer, int64_t n) {
-  const LayerWeights& w = weights_.layers[layer];
-  const auto& c = config_;
-  for (int64_t t = 0; t < n; ++t) {
-    RmsNorm(x_.data() + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps,
-            h_.data() + t * c.n_embd);
-  }
-  MatMul(w.w_gate, h_.data(), n, gate_.data());
-  MatMul(w.w_up, h_.data(), n, up_.data());
-  SwiGlu(gate_.data(), up_.data(), n * c.n_ff);
-  MatMul(w.w_down, gate_.data(), n, h_.data());
-  for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+  AddMlp(config_, weights_.layers[layer], x_.data(), n, scratch_);
 }
 
 }  // namespace pagoda::cpu

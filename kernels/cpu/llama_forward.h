@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/ops.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -46,7 +47,9 @@ class LlamaForward {
   int32_t num_cached_ = 0;
   std::vector<float> k_cache_, v_cache_;
   // Scratch, [n][...] for the n tokens of the current call.
-  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, logits_, scores_;
+  LayerScratch scratch_;
+  std::vector<int32_t> positions_;
+  std::vector<float> x_, attn_, logits_, scores_;
 };
 
 }  // namespace pagoda::cpu

@@ -80,3 +80,48 @@ void EmbeddingRow(const WeightView& table, int32_t token, float* out) {
 }
 
 }  // namespace pagoda::cpu
+
+namespace pagoda::cpu {
+
+void LayerScratch::Reserve(const ModelConfig& c, int64_t n) {
+  h.resize(static_cast<size_t>(n * c.n_embd));
+  q.resize(static_cast<size_t>(n * c.q_dim()));
+  k.resize(static_cast<size_t>(n * c.kv_dim()));
+  v.resize(static_cast<size_t>(n * c.kv_dim()));
+  gate.resize(static_cast<size_t>(n * c.n_ff));
+  up.resize(static_cast<size_t>(n * c.n_ff));
+}
+
+void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
+             const int32_t* positions, LayerScratch& s) {
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
+  }
+  MatMul(w.wq, s.h.data(), n, s.q.data());
+  MatMul(w.wk, s.h.data(), n, s.k.data());
+  MatMul(w.wv, s.h.data(), n, s.v.data());
+  for (int64_t t = 0; t < n; ++t) {
+    float* q = s.q.data() + t * c.q_dim();
+    float* k = s.k.data() + t * c.kv_dim();
+    float* v = s.v.data() + t * c.kv_dim();
+    if (c.has_qkv_bias) {
+      for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
+      for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
+    }
+    ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, positions[t], c.rope_theta, c.rope_layout);
+    ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, positions[t], c.rope_theta, c.rope_layout);
+  }
+}
+
+void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n, LayerScratch& s) {
+  for (int64_t t = 0; t < n; ++t) {
+    RmsNorm(x + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
+  }
+  MatMul(w.w_gate, s.h.data(), n, s.gate.data());
+  MatMul(w.w_up, s.h.data(), n, s.up.data());
+  SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff);
+  MatMul(w.w_down, s.gate.data(), n, s.h.data());
+  for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += s.h[i];
+}
+
+}  // namespace pagoda::cpu

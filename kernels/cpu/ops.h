@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -29,5 +30,23 @@ void SwiGlu(float* gate, const float* up, int64_t n);
 
 // out = row `token` of the embedding table, as fp32.
 void EmbeddingRow(const WeightView& table, int32_t token, float* out);
+
+}  // namespace pagoda::cpu
+
+namespace pagoda::cpu {
+
+// Per-token scratch rows for the layer helpers below, each [n_tokens][dim].
+struct LayerScratch {
+  std::vector<float> h, q, k, v, gate, up;
+  void Reserve(const ModelConfig& c, int64_t n_tokens);
+};
+
+// The attention input of a layer for n tokens of x [n][n_embd]:
+//   s.h = RmsNorm(x) * attn_norm; s.q, s.k, s.v = Wq/Wk/Wv h (+ bias); RoPE(q, k) at positions[t].
+void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
+             const int32_t* positions, LayerScratch& s);
+
+// The MLP sublayer with its residual: x += Wdown(silu(Wgate h) * Wup h), h = RmsNorm(x) * ffn_norm.
+void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n, LayerScratch& s);
 
 }  // namespace pagoda::cpu

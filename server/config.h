@@ -1,0 +1,128 @@
+// PagodaConfig: the server's YAML configuration (`pagoda serve --config FILE --set k=v`).
+//
+// Offers a plain-data PagodaConfig whose default-constructed value is the documented default
+// (configs/default.yaml lists every key), and the functions around it:
+//   LoadConfigFile / ParseConfig  YAML text -> validated config;
+//   ApplyOverride                 one `--set section.key=value` (value parsed as a YAML scalar);
+//   ValidateConfig                ranges, enums and cross-field rules (TLS both-or-neither, ...);
+//   DumpConfig                    the effective config as YAML (`--print-config`), which
+//                                 ParseConfig reads back to an equal config;
+//   ToRuntimeOptions              the engine/backend part as tools/runtime.h RuntimeOptions.
+// Every error is a Status (never an exception) naming the file, line:column (from yaml-cpp's
+// Mark) and the full key path, e.g.
+//   configs/x.yaml:12:3: engine.max_num_seqs: expected an integer >= 1, got "lots"
+// Unknown keys are rejected with a "did you mean" hint. The module reads no other files
+// (TLS / token files are opened by the server), so configs can be checked anywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "tools/runtime.h"
+
+namespace pagoda {
+
+struct TlsConfig {
+  std::string cert_file;  // PEM; set both cert_file and key_file, or neither (plaintext)
+  std::string key_file;
+  bool operator==(const TlsConfig&) const = default;
+};
+
+struct AuthConfig {
+  std::string bearer_token;       // literal token; at most one of the two is set
+  std::string bearer_token_file;  // file holding the token (trailing whitespace trimmed)
+  bool operator==(const AuthConfig&) const = default;
+};
+
+struct ServerConfig {
+  std::string listen_address = "127.0.0.1:50051";  // gRPC; host:port, [v6]:port or unix:PATH
+  std::string metrics_address = "127.0.0.1:9090";  // Prometheus HTTP; "" disables it
+  int32_t max_waiting_requests = 1024;
+  int32_t max_message_bytes = 16 * 1024 * 1024;
+  int32_t max_tokens_limit = 0;  // largest max_tokens a request may ask; 0 = context length
+  int32_t shutdown_grace_seconds = 30;
+  TlsConfig tls;
+  AuthConfig auth;
+  bool operator==(const ServerConfig&) const = default;
+};
+
+struct ModelConfigSection {
+  std::string path;  // GGUF file; "" = the demo model at DefaultDemoModelPath()
+  std::string name;  // served model name; "" = from the file
+  bool operator==(const ModelConfigSection&) const = default;
+};
+
+struct EngineSection {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_partial_prefills = 4;
+  int32_t max_prefill_chunk = 0;  // 0 = limited by the step budget only
+  std::string policy = "fcfs";    // fcfs | priority
+  int32_t max_model_len = 0;      // 0 = the model's context length
+  bool operator==(const EngineSection&) const = default;
+};
+
+struct KvCacheSection {
+  int32_t block_size = 16;           // power of two in 1..256
+  std::string dtype = "auto";        // auto | f32 | bf16 | f16 | fp8_e4m3
+  int64_t memory_bytes = 1ll << 30;  // pool budget when num_blocks is 0
+  int64_t num_blocks = 0;            // > 0 overrides memory_bytes
+  bool enable_prefix_caching = true;
+  bool operator==(const KvCacheSection&) const = default;
+};
+
+struct BackendSection {
+  std::string type = "cpu";  // cpu | neuron
+  int32_t threads = 0;       // 0 = all cores
+  bool operator==(const BackendSection&) const = default;
+};
+
+struct LoggingSection {
+  std::string level = "info";   // trace | debug | info | warn | error
+  std::string format = "text";  // text | json
+  bool operator==(const LoggingSection&) const = default;
+};
+
+struct PagodaConfig {
+  ServerConfig server;
+  ModelConfigSection model;
+  EngineSection engine;
+  KvCacheSection kv_cache;
+  BackendSection backend;
+  LoggingSection logging;
+  bool operator==(const PagodaConfig&) const = default;
+};
+
+// Reads and parses `path` (errors name it; a missing file is NOT_FOUND).
+Result<PagodaConfig> LoadConfigFile(const std::string& path);
+
+// Parses one YAML document over the defaults (absent keys keep their default; an empty
+// document is the default config) and validates the result. `filename` prefixes every error.
+Result<PagodaConfig> ParseConfig(std::string_view yaml_text, const std::string& filename);
+
+// Applies one `key.path=value` (e.g. "engine.max_num_seqs=8", "server.tls.cert_file=/x.pem").
+// The value is parsed as a YAML scalar with the same per-key type and range checks as the file;
+// cross-key rules are left to ValidateConfig, to be run after the last override.
+Status ApplyOverride(PagodaConfig& config, std::string_view assignment);
+
+// Checks every key's range / enum and the cross-key rules (tls both-or-neither, at most one
+// auth token source, max_num_batched_tokens >= max_num_seqs, ...). Errors name the key path.
+Status ValidateConfig(const PagodaConfig& config);
+
+// The config as YAML: every key, in the order of configs/default.yaml.
+std::string DumpConfig(const PagodaConfig& config);
+
+// The engine / KV cache / scheduler part. Not carried (RuntimeOptions has no field for them):
+// engine.max_model_len, backend.*, model.*, server.* except max_waiting_requests.
+RuntimeOptions ToRuntimeOptions(const PagodaConfig& config);
+
+// Where the demo model lives when model.path is empty:
+// ${XDG_CACHE_HOME:-$HOME/.cache}/pagoda/demo-tiny.gguf (/tmp/pagoda/... without either).
+std::string DefaultDemoModelPath();
+
+// config.model.path, or DefaultDemoModelPath() when it is empty.
+std::string ResolvedModelPath(const PagodaConfig& config);
+
+}  // namespace pagoda

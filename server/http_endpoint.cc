@@ -1,0 +1,62 @@
+#include "server/http_endpoint.h"
+
+#include <httplib.h>
+
+namespace pagoda {
+
+Status SplitHostPort(const std::string& address, const std::string& field, std::string* host,
+                     int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return InvalidArgument(field + ": '" + address + "' (expected host:port)");
+  }
+  *host = address.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  try {
+    size_t used = 0;
+    *port = std::stoi(address.substr(colon + 1), &used);
+    if (used != address.size() - colon - 1 || *port < 0 || *port > 65535) throw 0;
+  } catch (...) {
+    return InvalidArgument(field + ": '" + address + "' has no valid port");
+  }
+  return Status::Ok();
+}
+
+HttpEndpoint::HttpEndpoint(TextFn metrics, ReadyFn ready)
+    : metrics_(std::move(metrics)), ready_(std::move(ready)) {}
+
+HttpEndpoint::~HttpEndpoint() { Stop(); }
+
+Status HttpEndpoint::Start(const std::string& address) {
+  std::string host;
+  int port = 0;
+  PAGODA_RETURN_IF_ERROR(SplitHostPort(address, "server.metrics_address", &host, &port));
+  server_ = std::make_unique<httplib::Server>();
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ready = ready_();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
+  });
+  port_ =
+      port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (port_ <= 0) {
+    return Status(StatusCode::kUnavailable, "server.metrics_address: cannot bind " + address);
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return Status::Ok();
+}
+
+void HttpEndpoint::Stop() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace pagoda

@@ -1,0 +1,44 @@
+// HttpEndpoint: the plain-HTTP side door for operators: GET /metrics (Prometheus text),
+// GET /health (the process is up) and GET /ready (model loaded and engine stepping).
+// Runs cpp-httplib on its own thread; Stop() joins it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace pagoda {
+
+class HttpEndpoint {
+ public:
+  using TextFn = std::function<std::string()>;
+  using ReadyFn = std::function<bool()>;
+  HttpEndpoint(TextFn metrics, ReadyFn ready);
+  ~HttpEndpoint();
+
+  // Binds "host:port" (port 0 picks a free one) and starts serving. Errors: INVALID_ARGUMENT
+  // for a malformed address, UNAVAILABLE when it cannot bind.
+  Status Start(const std::string& address);
+  int port() const { return port_; }
+  void Stop();
+
+ private:
+  TextFn metrics_;
+  ReadyFn ready_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// Splits "host:port"; INVALID_ARGUMENT naming `field` if malformed.
+Status SplitHostPort(const std::string& address, const std::string& field, std::string* host,
+                     int* port);
+
+}  // namespace pagoda

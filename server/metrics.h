@@ -1,0 +1,49 @@
+// Metrics: Prometheus text exposition of the engine's state and per-request latencies, with
+// vLLM-compatible names under the `pagoda:` prefix. Thread-safe: the gRPC threads record
+// finished requests, the HTTP thread renders.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "scheduler/engine.h"
+#include "scheduler/request.h"
+
+namespace pagoda {
+
+// A cumulative histogram with fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void Observe(double v);
+  // Appends the _bucket/_sum/_count lines of metric `name` to `out`.
+  void Render(const std::string& name, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // last = +Inf overflow
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  explicit Metrics(std::string model_name);
+  // Records one finished request (all samples done).
+  void OnRequestFinished(const RequestTimes& times, FinishReason reason, const Usage& usage);
+  // The whole exposition text, with gauges/counters read from `stats`.
+  std::string Render(const EngineStats& stats) const;
+
+ private:
+  std::string model_name_;
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> success_by_reason_;
+  Histogram ttft_, itl_, e2e_, queue_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,204 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <tbb/global_control.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server/generation_service.h"
+#include "server/http_endpoint.h"
+#include "tools/make_model.h"
+#include "tools/runtime.h"
+
+namespace pagoda {
+namespace {
+
+void SetupLogging(const LoggingSection& l) {
+  spdlog::set_level(spdlog::level::from_str(l.level));
+  if (l.format == "json") {
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
+  } else {
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  }
+}
+
+// Writes the demo model on first run when the configured path is the default one.
+Status EnsureModel(const PagodaConfig& cfg, std::string* path) {
+  *path = ResolvedModelPath(cfg);
+  if (!cfg.model.path.empty() || std::filesystem::exists(*path)) return Status::Ok();
+  spdlog::info("no model configured: writing the demo model to {}", *path);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(*path).parent_path(), ec);
+  MakeModelOptions o;
+  o.preset = "tiny";
+  o.output = *path;
+  return MakeModel(o, [](int64_t done, int64_t total) {
+    if (done == total) spdlog::info("demo model: {} tensors written", total);
+  });
+}
+
+Result<std::string> ReadToken(const AuthConfig& a) {
+  if (!a.bearer_token.empty()) return a.bearer_token;
+  if (a.bearer_token_file.empty()) return std::string();
+  std::ifstream in(a.bearer_token_file);
+  if (!in)
+    return InvalidArgument("server.auth.bearer_token_file: cannot read " + a.bearer_token_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string t = ss.str();
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  if (t.empty()) return InvalidArgument("server.auth.bearer_token_file: empty token");
+  return t;
+}
+
+Result<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
+  if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
+  auto read = [](const std::string& p, std::string* out) {
+    std::ifstream in(p);
+    if (!in) return false;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *out = ss.str();
+    return true;
+  };
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  if (!read(tls.cert_file, &pair.cert_chain)) {
+    return InvalidArgument("server.tls.cert_file: cannot read " + tls.cert_file);
+  }
+  if (!read(tls.key_file, &pair.private_key)) {
+    return InvalidArgument("server.tls.key_file: cannot read " + tls.key_file);
+  }
+  grpc::SslServerCredentialsOptions opts;
+  opts.pem_key_cert_pairs.push_back(pair);
+  return grpc::SslServerCredentials(opts);
+}
+
+// Waits for SIGTERM/SIGINT (blocked in every thread; see RunServer).
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+void Drain(ServingContext& ctx, Engine& engine, grpc::Server& server, int grace_seconds) {
+  server.GetHealthCheckService()->SetServingStatus(false);
+  ctx.draining = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);
+  while (engine.HasWork() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (engine.HasWork()) {
+    spdlog::warn("grace period over: aborting the remaining requests");
+    engine.AbortAll();
+    while (engine.HasWork()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+struct Serving {
+  std::unique_ptr<Model> model;
+  Runtime runtime;
+  std::unique_ptr<Metrics> metrics;
+  ServingContext ctx;
+};
+
+Status Prepare(const PagodaConfig& cfg, Serving& s) {
+  std::string path;
+  PAGODA_RETURN_IF_ERROR(EnsureModel(cfg, &path));
+  PAGODA_ASSIGN_OR_RETURN(
+      s.model, LoadModel(path, [](const std::string& stage) { spdlog::info("model: {}", stage); }));
+  if (cfg.backend.type != "cpu") {
+    return Unimplemented("backend.type: '" + cfg.backend.type + "' is not available in this build");
+  }
+  PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, ToRuntimeOptions(cfg)));
+  s.ctx.model_name = cfg.model.name.empty() ? s.model->config.name : cfg.model.name;
+  s.metrics = std::make_unique<Metrics>(s.ctx.model_name);
+  s.ctx.model = s.model.get();
+  s.ctx.engine = s.runtime.engine.get();
+  s.ctx.metrics = s.metrics.get();
+  const BackendCapabilities& caps = s.runtime.backend->capabilities();
+  s.ctx.backend_name = caps.name;
+  s.ctx.block_size = caps.block_size;
+  s.ctx.num_blocks = caps.num_blocks;
+  s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
+  PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunServer(const PagodaConfig& cfg) {
+  SetupLogging(cfg.logging);
+  // Signals are taken by WaitForSignal only: block them before any thread starts.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::unique_ptr<tbb::global_control> threads;
+  if (cfg.backend.threads > 0) {
+    threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                    cfg.backend.threads);
+  }
+  Serving s;
+  Status st = Prepare(cfg, s);
+  auto creds = Credentials(cfg.server.tls);
+  if (st.ok() && !creds.ok()) st = creds.status();
+  if (!st.ok()) {
+    spdlog::error("start-up failed: {}", st.ToString());
+    return kExitStartupFailed;
+  }
+  Metrics* metrics = s.metrics.get();
+  s.runtime.engine->SetFinishObserver([metrics](const RequestOutput& o) {
+    metrics->OnRequestFinished(o.times, o.finish_reason, o.usage);
+  });
+  s.runtime.engine->Start();
+  HttpEndpoint http([&] { return s.metrics->Render(s.runtime.engine->stats()); },
+                    [&] { return !s.ctx.draining.load(); });
+  if (!cfg.server.metrics_address.empty()) {
+    st = http.Start(cfg.server.metrics_address);
+    if (!st.ok()) {
+      spdlog::error("start-up failed: {}", st.ToString());
+      return kExitStartupFailed;
+    }
+    spdlog::info("metrics on http://{}/metrics (port {})", cfg.server.metrics_address, http.port());
+  }
+  GenerationService service(s.ctx);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(cfg.server.listen_address, *creds, &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(cfg.server.max_message_bytes);
+  builder.SetMaxSendMessageSize(cfg.server.max_message_bytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    spdlog::error("start-up failed: server.listen_address: cannot listen on {}",
+                  cfg.server.listen_address);
+    return kExitStartupFailed;
+  }
+  spdlog::info("serving {} on {} (port {}), backend {}", s.ctx.model_name,
+               cfg.server.listen_address, port, s.ctx.backend_name);
+  const int sig = WaitForSignal();
+  spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);
+  Drain(s.ctx, *s.runtime.engine, *server, cfg.server.shutdown_grace_seconds);
+  server->Wait();
+  http.Stop();
+  s.runtime.engine->Stop();
+  spdlog::info("shut down cleanly");
+  return kExitOk;
+}
+
+}  // namespace pagoda

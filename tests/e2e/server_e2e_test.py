@@ -1,0 +1,399 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `pagoda serve` driven by an independent client (Debian's python3-grpcio).
+
+The client stubs are compiled from the repository's .proto files at test time with the system
+protoc and grpc_python_plugin. Every server runs on a free loopback port and is stopped at the
+end. Usage: server_e2e_test.py --pagoda BIN --repo DIR --shared DIR
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+ARGS = None
+pb = pb_grpc = health_pb = health_grpc = refl_pb = refl_grpc = None
+grpc = None
+
+
+def compile_protos(out_dir):
+    """Generates the Python stubs and imports them."""
+    global pb, pb_grpc, health_pb, health_grpc, refl_pb, refl_grpc, grpc
+    import grpc as grpc_module
+    grpc = grpc_module
+    proto_root = os.path.join(ARGS.repo, "proto")
+    test_root = os.path.join(ARGS.repo, "tests", "e2e", "protos")
+    # health.proto is compiled from a flat copy so its Python module does not live under the
+    # `grpc` package name (which the grpcio library owns).
+    flat = os.path.join(out_dir, "flat")
+    os.makedirs(flat)
+    shutil.copy(os.path.join(proto_root, "grpc/health/v1/health.proto"), flat)
+    for root, rel in ((proto_root, "pagoda/v1/generation.proto"),
+                      (flat, "health.proto"),
+                      (test_root, "reflection.proto")):
+        subprocess.run(["protoc", f"--proto_path={root}", f"--python_out={out_dir}",
+                        f"--grpc_python_out={out_dir}",
+                        "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
+                        os.path.join(root, rel)], check=True)
+    sys.path.insert(0, out_dir)
+    from pagoda.v1 import generation_pb2, generation_pb2_grpc
+    import health_pb2
+    import health_pb2_grpc
+    import reflection_pb2
+    import reflection_pb2_grpc
+    pb, pb_grpc = generation_pb2, generation_pb2_grpc
+    health_pb, health_grpc = health_pb2, health_pb2_grpc
+    refl_pb, refl_grpc = reflection_pb2, reflection_pb2_grpc
+
+
+class Server:
+    """A `pagoda serve` process on free loopback ports."""
+
+    def __init__(self, *sets, model=None, config=None, tiny=False):
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+        cmd = [ARGS.pagoda, "serve", "--set", "server.listen_address=127.0.0.1:0",
+               "--set", "server.metrics_address=127.0.0.1:0"]
+        if config:
+            cmd += ["--config", config]
+        if model:
+            cmd += ["--model", model]
+        for s in sets:
+            cmd += ["--set", s]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = self.metrics_port = None
+        deadline = time.time() + 60
+        while time.time() < deadline and self.port is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited: " + self.output())
+            text = self.output()
+            m = re.search(r"serving .* \(port (\d+)\)", text)
+            mm = re.search(r"metrics on .* \(port (\d+)\)", text)
+            if m and mm:
+                self.port, self.metrics_port = int(m.group(1)), int(mm.group(1))
+            time.sleep(0.05)
+        if self.port is None:
+            raise RuntimeError("server did not start: " + self.output())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.stub = pb_grpc.GenerationStub(self.channel)
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def metrics(self):
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        return urllib.request.urlopen(url, timeout=10).read().decode()
+
+    def metric(self, name, labels=None):
+        for line in self.metrics().splitlines():
+            if line.startswith("#"):
+                continue
+            key, value = line.rsplit(" ", 1)
+            if key.split("{")[0] == name and (labels is None or labels in key):
+                return float(value)
+        raise KeyError(name)
+
+    def wait_idle(self, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if (self.metric("pagoda:num_requests_running") == 0 and
+                    self.metric("pagoda:num_requests_waiting") == 0):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self):
+        self.channel.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        os.unlink(self.log.name)
+
+
+def greedy_request(prompt, max_tokens, **kw):
+    return pb.GenerateRequest(prompt=prompt, sampling=pb.SamplingParams(temperature=0.0),
+                              stopping=pb.StoppingCriteria(max_tokens=max_tokens), **kw)
+
+
+def stream_tokens(stub, request, **kw):
+    tokens, text, finish = [], "", None
+    for resp in stub.Generate(request, **kw):
+        tokens += list(resp.token_ids)
+        text += resp.text
+        finish = resp.finish_reason or finish
+    return tokens, text, finish
+
+
+class AidreamsTest(unittest.TestCase):
+    """Correctness, concurrency, validation and observability on the aidreams260K model."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf")
+        with open(os.path.join(ARGS.shared, "models/aidreams260K/reference.json")) as f:
+            cls.ref = json.load(f)
+        cls.server = Server("engine.max_num_seqs=32", model=cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def expected(self, case):
+        ctx = self.ref["config"]["seq_len"]
+        return case["greedy_tokens"][:ctx - len(case["prompt_tokens"])]
+
+    def request_for(self, case):
+        return pb.GenerateRequest(
+            prompt_token_ids=pb.TokenIds(ids=case["prompt_tokens"]),
+            sampling=pb.SamplingParams(temperature=0.0),
+            stopping=pb.StoppingCriteria(max_tokens=len(case["greedy_tokens"]),
+                                         stop_token_ids=[1]))
+
+    def test_streamed_greedy_tokens_match_reference(self):
+        for case in self.ref["cases"]:
+            tokens, _, finish = stream_tokens(self.server.stub, self.request_for(case))
+            self.assertEqual(tokens, self.expected(case), case["prompt"])
+            self.assertEqual(finish, "length")
+
+    def test_text_prompt_tokenizes_like_reference(self):
+        case = self.ref["cases"][2]
+        tok = self.server.stub.Tokenize(pb.TokenizeRequest(text=case["prompt"]))
+        self.assertEqual(list(tok.token_ids), case["prompt_tokens"])
+        detok = self.server.stub.Detokenize(pb.DetokenizeRequest(token_ids=tok.token_ids))
+        self.assertEqual(detok.text, case["prompt"])
+
+    def test_complete_equals_concatenated_stream(self):
+        req = greedy_request("Whispers of vectors", 60)
+        tokens, text, finish = stream_tokens(self.server.stub, req)
+        resp = self.server.stub.Complete(req)
+        self.assertEqual(list(resp.completions[0].token_ids), tokens)
+        self.assertEqual(resp.completions[0].text, text)
+        self.assertEqual(resp.completions[0].finish_reason, finish)
+        self.assertEqual(resp.usage.completion_tokens, len(tokens))
+
+    def test_32_concurrent_streams(self):
+        cases = [self.ref["cases"][i % len(self.ref["cases"])] for i in range(32)]
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            futures = [pool.submit(stream_tokens, self.server.stub, self.request_for(c))
+                       for c in cases]
+            for case, fut in zip(cases, futures):
+                self.assertEqual(fut.result()[0], self.expected(case))
+
+    def test_validation_errors(self):
+        ctx = self.ref["config"]["seq_len"]
+        bad = [
+            ("no input", pb.GenerateRequest()),
+            ("empty prompt", pb.GenerateRequest(prompt="")),
+            ("empty ids", pb.GenerateRequest(prompt_token_ids=pb.TokenIds(ids=[]))),
+            ("too long", pb.GenerateRequest(prompt_token_ids=pb.TokenIds(ids=[5] * (ctx + 1)))),
+            ("max_tokens 0", greedy_request("hi", 0)),
+            ("max_tokens huge", greedy_request("hi", 10**6)),
+            ("temperature", pb.GenerateRequest(prompt="hi",
+                                               sampling=pb.SamplingParams(temperature=-1))),
+            ("top_p", pb.GenerateRequest(prompt="hi", sampling=pb.SamplingParams(top_p=1.5))),
+            ("top_logprobs", pb.GenerateRequest(prompt="hi",
+                                                sampling=pb.SamplingParams(top_logprobs=99))),
+            ("vocab", pb.GenerateRequest(prompt_token_ids=pb.TokenIds(ids=[1, 99999]))),
+        ]
+        for name, req in bad:
+            for call in (self.server.stub.Complete, lambda r: list(self.server.stub.Generate(r))):
+                with self.assertRaises(grpc.RpcError, msg=name) as cm:
+                    call(req)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, name)
+                self.assertTrue(cm.exception.details(), name)
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.server.stub.Detokenize(pb.DetokenizeRequest(token_ids=[12345678]))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_model_info_health_and_reflection(self):
+        info = self.server.stub.GetModelInfo(pb.GetModelInfoRequest())
+        self.assertEqual(info.vocab_size, 512)
+        self.assertEqual(info.context_length, 128)
+        self.assertEqual(info.backend, "cpu")
+        health = health_grpc.HealthStub(self.server.channel)
+        status = health.Check(health_pb.HealthCheckRequest(service=""))
+        self.assertEqual(status.status, health_pb.HealthCheckResponse.SERVING)
+        refl = refl_grpc.ServerReflectionStub(self.server.channel)
+        responses = refl.ServerReflectionInfo(
+            iter([refl_pb.ServerReflectionRequest(list_services="")]))
+        names = [s.name for r in responses for s in r.list_services_response.service]
+        self.assertIn("pagoda.v1.Generation", names)
+        self.assertIn("grpc.health.v1.Health", names)
+
+    def test_metrics_parse_and_count(self):
+        self.assertTrue(self.server.wait_idle())
+        before = self.server.metric("pagoda:generation_tokens_total")
+        before_ok = self.server.metric("pagoda:request_success_total", 'finished_reason="length"')
+        for _ in range(3):
+            stream_tokens(self.server.stub, greedy_request("I dream of", 7))
+        text = self.server.metrics()
+        sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})? -?[0-9.eE+-]+(Inf)?$')
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                self.assertRegex(line, sample)
+        self.assertEqual(self.server.metric("pagoda:generation_tokens_total") - before, 21)
+        self.assertEqual(self.server.metric("pagoda:request_success_total",
+                                            'finished_reason="length"') - before_ok, 3)
+        self.assertGreaterEqual(self.server.metric("pagoda:time_to_first_token_seconds_count"), 3)
+
+
+class LongGenerationTest(unittest.TestCase):
+    """Cancellation, deadlines, queue limits and shutdown need long generations: a synthetic model
+    with a 1024-token context."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        cls.model = os.path.join(cls.tmp, "tiny.gguf")
+        subprocess.run([ARGS.pagoda, "make-model", "-q", "--preset", "tiny", "--context", "1024",
+                        "-o", cls.model], check=True)
+
+    def long_request(self, n=900):
+        return pb.GenerateRequest(prompt="Once upon a time",
+                                  sampling=pb.SamplingParams(temperature=0.8, seed=1),
+                                  stopping=pb.StoppingCriteria(max_tokens=n, ignore_eos=True))
+
+    def test_cancel_and_deadline_free_blocks(self):
+        server = Server(model=self.model)
+        try:
+            call = server.stub.Generate(self.long_request())
+            next(call)
+            next(call)
+            call.cancel()
+            with self.assertRaises(grpc.RpcError) as cm:
+                list(server.stub.Generate(self.long_request(), timeout=0.05))
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+            self.assertTrue(server.wait_idle())
+            self.assertEqual(server.metric("pagoda:kv_cache_usage_perc"), 0.0)
+            self.assertGreaterEqual(server.metric("pagoda:request_success_total",
+                                                  'finished_reason="abort"'), 2)
+        finally:
+            server.stop()
+
+    def test_full_queue_gives_resource_exhausted(self):
+        server = Server("engine.max_num_seqs=1", "server.max_waiting_requests=1",
+                        model=self.model)
+        try:
+            calls = [server.stub.Generate(self.long_request()) for _ in range(6)]
+            codes = []
+            for c in calls:
+                try:
+                    next(c)
+                    codes.append("ok")
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+            self.assertIn(grpc.StatusCode.RESOURCE_EXHAUSTED, codes)
+            for c in calls:
+                c.cancel()
+        finally:
+            server.stop()
+
+    def test_bearer_token(self):
+        server = Server("server.auth.bearer_token=s3cret", model=self.model)
+        try:
+            with self.assertRaises(grpc.RpcError) as cm:
+                server.stub.GetModelInfo(pb.GetModelInfoRequest())
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            info = server.stub.GetModelInfo(pb.GetModelInfoRequest(),
+                                            metadata=[("authorization", "Bearer s3cret")])
+            self.assertEqual(info.context_length, 1024)
+            health = health_grpc.HealthStub(server.channel)  # exempt
+            self.assertEqual(health.Check(health_pb.HealthCheckRequest()).status,
+                             health_pb.HealthCheckResponse.SERVING)
+        finally:
+            server.stop()
+
+    def test_sigterm_drains_and_exits_zero(self):
+        server = Server("server.shutdown_grace_seconds=30", model=self.model)
+        results = {}
+
+        def run(i, n):
+            try:
+                results[i] = stream_tokens(server.stub, self.long_request(n))[2]
+            except grpc.RpcError as e:
+                results[i] = e.code()
+
+        threads = [threading.Thread(target=run, args=(i, 600)) for i in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        server.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        with self.assertRaises(grpc.RpcError) as cm:
+            server.stub.Complete(self.long_request(5))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        for t in threads:
+            t.join()
+        self.assertEqual(server.proc.wait(timeout=60), 0, server.output())
+        self.assertEqual(list(results.values()), ["length"] * 4)
+        self.assertIn("shut down cleanly", server.output())
+        server.stop()
+
+    def test_grace_period_aborts_the_rest(self):
+        server = Server("server.shutdown_grace_seconds=0", model=self.model)
+        call = server.stub.Generate(self.long_request(1000))
+        next(call)
+        server.proc.send_signal(signal.SIGTERM)
+        tokens = 0
+        finish = None
+        try:
+            for r in call:
+                tokens += len(r.token_ids)
+                finish = r.finish_reason or finish
+        except grpc.RpcError:
+            finish = "rpc-error"
+        self.assertEqual(server.proc.wait(timeout=60), 0)
+        self.assertIn(finish, ("abort", "rpc-error"))
+        server.stop()
+
+
+class ConfigTest(unittest.TestCase):
+    def test_bad_config_fails_with_file_line_key(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write("server:\n  listen_address: 127.0.0.1:0\nengine:\n  max_num_seqs: lots\n")
+        proc = subprocess.run([ARGS.pagoda, "serve", "--config", f.name], capture_output=True,
+                              text=True, timeout=30)
+        os.unlink(f.name)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn(f"{f.name}:4:", proc.stderr)
+        self.assertIn("engine.max_num_seqs", proc.stderr)
+
+    def test_print_config(self):
+        proc = subprocess.run([ARGS.pagoda, "serve", "--print-config", "--set",
+                               "engine.max_num_seqs=7"], capture_output=True, text=True,
+                              timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("max_num_seqs: 7", proc.stdout)
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pagoda", required=True)
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--shared", required=True)
+    ARGS, rest = parser.parse_known_args()
+    with tempfile.TemporaryDirectory() as out:
+        compile_protos(out)
+        prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+    result = prog.result
+    ran = result.testsRun
+    failed = len(result.failures) + len(result.errors)
+    print(f"{ran - failed} passed, {failed} failed")
+    sys.exit(0 if result.wasSuccessful() and ran > 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

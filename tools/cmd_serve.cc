@@ -1,0 +1,58 @@
+// `pagoda serve`: the gRPC server (see server/server.h).
+#include <cstdio>
+#include <iostream>
+
+#include "server/config.h"
+#include "server/server.h"
+#include "tools/commands.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct ServeArgs {
+  std::string config_file;
+  std::vector<std::string> overrides;
+  std::string model;
+  bool print_config = false;
+};
+
+int RunServe(const ServeArgs& args) {
+  auto config = args.config_file.empty() ? Result<PagodaConfig>(PagodaConfig())
+                                         : LoadConfigFile(args.config_file);
+  if (!config.ok()) {
+    std::fprintf(stderr, "error: %s\n", config.status().message().c_str());
+    return kExitBadConfig;
+  }
+  if (!args.model.empty()) config->model.path = args.model;
+  for (const std::string& o : args.overrides) {
+    Status st = ApplyOverride(*config, o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: --set %s: %s\n", o.c_str(), st.message().c_str());
+      return kExitBadConfig;
+    }
+  }
+  Status st = ValidateConfig(*config);
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return kExitBadConfig;
+  }
+  if (args.print_config) {
+    std::cout << DumpConfig(*config);
+    return kExitOk;
+  }
+  return RunServer(*config);
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the gRPC API");
+  cmd->add_option("--config,-c", args->config_file, "YAML config file (default: built-in)");
+  cmd->add_option("--set", args->overrides, "Override a config key: key.path=value (repeatable)");
+  cmd->add_option("--model,-m", args->model, "Model path (same as --set model.path=...)");
+  cmd->add_flag("--print-config", args->print_config, "Print the effective config and exit");
+  cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
+}
+
+}  // namespace pagoda::cli
