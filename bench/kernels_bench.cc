@@ -4,21 +4,33 @@
 // once per call), GFLOP/s = 4 * n_heads * d * (keys attended) per second (QK and PV, 2 flops per
 // multiply-add). Decode attention is memory-bound: compare its KV_GB/s with BM_ReadBandwidth.
 // Threads: 2 (tbb::global_control), like the 2-core target machine.
+//
+// After the benchmarks, a summary measures the read bandwidth and the reference decode case
+// (ctx 4096, batch 16, d 128, GQA 4, f32 KV) alternately in the same process, best of several
+// repetitions each (the machine has a noisy neighbour), and prints one line:
+//   decode_attention ctx=4096 batch=16 d=128 gqa=4: KV read X GB/s = Y% of measured read
+//   bandwidth Z GB/s
+// Flags (besides Google Benchmark's): --summary_only (skip the benchmarks), --no_summary.
 #include <benchmark/benchmark.h>
-#include <tbb/blocked_range.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
-#include <tbb/parallel_reduce.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "bench/read_bandwidth.h"
 #include "kernels/cpu/attention_block_tkg.h"
+#include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/flash_paged_attention.h"
 
 namespace pagoda::cpu {
@@ -27,9 +39,23 @@ namespace {
 constexpr int kThreads = 2;
 constexpr int32_t kBlockSize = 16;
 
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using FloatBuffer = std::unique_ptr<float[], FreeDeleter>;
+
+// Page-aligned, 4 KiB pages (no MADV_HUGEPAGE), like kvcache/kv_pool.cc's aligned_alloc.
+FloatBuffer AllocFloats(size_t n) {
+  const size_t align = 4096;
+  const size_t bytes = (n * sizeof(float) + align - 1) / align * align;
+  FloatBuffer b(static_cast<float*>(std::aligned_alloc(align, bytes)));
+  if (b == nullptr) throw std::bad_alloc();
+  return b;
+}
+
 // A paged f32 cache for `n_seqs` sequences of `ctx` tokens each, with shuffled block tables.
 struct BenchCache {
-  std::vector<float> k, v;
+  FloatBuffer k, v;
   std::vector<std::vector<int32_t>> tables;
   PagedKvView view;
 
@@ -37,8 +63,8 @@ struct BenchCache {
     const int32_t per_seq = (ctx + kBlockSize) / kBlockSize;  // room for one more token
     const int32_t blocks = n_seqs * per_seq;
     const size_t n = static_cast<size_t>(blocks) * n_kv * kBlockSize * d;
-    k.resize(n);
-    v.resize(n);
+    k = AllocFloats(n);
+    v = AllocFloats(n);
     std::mt19937 rng(1);
     tbb::parallel_for(size_t{0}, n, size_t{1} << 20, [&](size_t i0) {
       for (size_t i = i0; i < std::min(n, i0 + (size_t{1} << 20)); ++i) {
@@ -52,8 +78,8 @@ struct BenchCache {
     for (int32_t s = 0; s < n_seqs; ++s) {
       tables.emplace_back(ids.begin() + s * per_seq, ids.begin() + (s + 1) * per_seq);
     }
-    view.k = k.data();
-    view.v = v.data();
+    view.k = k.get();
+    view.v = v.get();
     view.num_blocks = blocks;
     view.n_kv_heads = n_kv;
     view.block_size = kBlockSize;
@@ -82,35 +108,51 @@ void SetCounters(benchmark::State& state, double kv_bytes, double flops) {
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One decode step of `batch` sequences of `ctx` cached tokens each; n_kv_heads = 8.
+struct DecodeCase {
+  int32_t ctx, batch, d, g, n_kv = 8, n_heads;
+  BenchCache cache;
+  std::vector<AttnSeq> seqs;
+  std::vector<float> q, kn, vn, out;
+  Result<TkgWorkspace> ws;
+  PagedDecodeAttentionArgs args;
+
+  DecodeCase(int32_t ctx_, int32_t batch_, int32_t d_, int32_t g_)
+      : ctx(ctx_),
+        batch(batch_),
+        d(d_),
+        g(g_),
+        n_heads(8 * g_),
+        cache(batch_, ctx_, 8, d_),
+        ws(TkgWorkspace::Create(Dims(batch_, 64, 8 * g_, 8, d_))) {
+    for (int32_t b = 0; b < batch; ++b) seqs.push_back({b, 1, ctx, cache.tables[b]});
+    q = Filled(static_cast<size_t>(batch) * n_heads * d, 0.01f);
+    kn = Filled(static_cast<size_t>(batch) * n_kv * d, 0.02f);
+    vn = kn;
+    out.resize(q.size());
+    args.seqs = seqs;
+    args.q = q;
+    args.k = kn;
+    args.v = vn;
+    args.kv = cache.view;
+    args.n_heads = n_heads;
+    args.out = out;
+  }
+  bool Run() { return ws.ok() && PagedDecodeAttention(args, *ws).ok(); }
+  // Unique context K+V bytes one call reads.
+  double KvBytes() const { return static_cast<double>(batch) * ctx * n_kv * d * 2 * sizeof(float); }
+};
+
 // Args: context, batch, head_dim, GQA group; n_kv_heads = 8.
 void BM_DecodeAttention(benchmark::State& state) {
-  const int32_t ctx = static_cast<int32_t>(state.range(0));
-  const int32_t batch = static_cast<int32_t>(state.range(1));
-  const int32_t d = static_cast<int32_t>(state.range(2));
-  const int32_t g = static_cast<int32_t>(state.range(3));
-  const int32_t n_kv = 8, n_heads = n_kv * g;
-  BenchCache cache(batch, ctx, n_kv, d);
-  std::vector<AttnSeq> seqs;
-  for (int32_t b = 0; b < batch; ++b) seqs.push_back({b, 1, ctx, cache.tables[b]});
-  auto q = Filled(static_cast<size_t>(batch) * n_heads * d, 0.01f);
-  auto kn = Filled(static_cast<size_t>(batch) * n_kv * d, 0.02f), vn = kn;
-  std::vector<float> out(q.size());
-  auto ws = TkgWorkspace::Create(Dims(batch, 64, n_heads, n_kv, d));
-  PagedDecodeAttentionArgs a;
-  a.seqs = seqs;
-  a.q = q;
-  a.k = kn;
-  a.v = vn;
-  a.kv = cache.view;
-  a.n_heads = n_heads;
-  a.out = out;
+  DecodeCase c(static_cast<int32_t>(state.range(0)), static_cast<int32_t>(state.range(1)),
+               static_cast<int32_t>(state.range(2)), static_cast<int32_t>(state.range(3)));
   for (auto _ : state) {
-    if (!PagedDecodeAttention(a, *ws).ok()) state.SkipWithError("PagedDecodeAttention failed");
-    benchmark::DoNotOptimize(out.data());
+    if (!c.Run()) state.SkipWithError("PagedDecodeAttention failed");
+    benchmark::DoNotOptimize(c.out.data());
   }
-  const double keys = static_cast<double>(batch) * (ctx + 1);
-  SetCounters(state, static_cast<double>(batch) * ctx * n_kv * d * 2 * sizeof(float),
-              4.0 * n_heads * d * keys);
+  const double keys = static_cast<double>(c.batch) * (c.ctx + 1);
+  SetCounters(state, c.KvBytes(), 4.0 * c.n_heads * c.d * keys);
 }
 
 // Args: context before the chunk, chunk length, batch, head_dim, GQA group; n_kv_heads = 8.
@@ -191,28 +233,12 @@ void BM_AttentionBlockTkg(benchmark::State& state) {
       benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Streaming read of a 1 GiB buffer by 2 threads (sum of floats): the memory-bandwidth ceiling.
+// Streaming read of a 1 GiB buffer by 2 threads (bench/read_bandwidth.h): the memory-bandwidth
+// ceiling decode attention is compared with.
 void BM_ReadBandwidth(benchmark::State& state) {
-  const size_t n = (size_t{1} << 30) / sizeof(float);
-  std::vector<float> buf(n);
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [&](const tbb::blocked_range<size_t>& r) {
-    for (size_t i = r.begin(); i < r.end(); ++i) buf[i] = static_cast<float>(i & 7);
-  });
-  for (auto _ : state) {
-    const float total = tbb::parallel_reduce(
-        tbb::blocked_range<size_t>(0, n, size_t{1} << 16), 0.0f,
-        [&](const tbb::blocked_range<size_t>& r, float acc) {
-          float part[16] = {};
-          for (size_t i = r.begin(); i + 16 <= r.end(); i += 16) {
-            for (int j = 0; j < 16; ++j) part[j] += buf[i + j];
-          }
-          for (float p : part) acc += p;
-          return acc;
-        },
-        std::plus<float>());
-    benchmark::DoNotOptimize(total);
-  }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n * sizeof(float)) * 1e-9,
+  ReadBuffer buf(size_t{1} << 30);
+  for (auto _ : state) benchmark::DoNotOptimize(buf.Sum());
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(buf.bytes()) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -248,14 +274,66 @@ BENCHMARK(BM_AttentionBlockTkg)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+double Seconds(const std::chrono::steady_clock::time_point& t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best decode KV GB/s over `calls` calls.
+double BestDecodeGbps(DecodeCase& c, int calls) {
+  double best = 0.0;
+  for (int i = 0; i < calls; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!c.Run()) return 0.0;
+    best = std::max(best, c.KvBytes() * 1e-9 / Seconds(t0));
+  }
+  return best;
+}
+
+// The reference decode case against the read bandwidth, measured alternately (5 rounds).
+void PrintDecodeSummary() {
+  DecodeCase c(4096, 16, 128, 4);
+  ReadBuffer buf(size_t{1} << 30);
+  if (!c.Run()) {
+    std::printf("decode_attention: PagedDecodeAttention failed\n");
+    return;
+  }
+  double bw = 0.0, kv = 0.0;
+  for (int round = 0; round < 5; ++round) {
+    bw = std::max(bw, buf.BestGbps(2));
+    kv = std::max(kv, BestDecodeGbps(c, 4));
+  }
+  std::printf(
+      "decode_attention ctx=4096 batch=16 d=128 gqa=4: KV read %.1f GB/s = %.0f%% of measured read "
+      "bandwidth %.1f GB/s (%d threads, best of 20 calls / 10 reads of %.2f GiB; kernels %s, "
+      "read loop %s)\n",
+      kv, 100.0 * kv / bw, bw, kThreads, static_cast<double>(buf.bytes()) / (1 << 30),
+      attn::SimdLevelName(attn::EffectiveSimdLevel(attn::SimdLevel::kAvx512, c.d)),
+      ReadBuffer::KernelName());
+}
+
 }  // namespace
 }  // namespace pagoda::cpu
 
+// Removes `flag` from argv; true if it was there.
+bool TakeFlag(int* argc, char** argv, const char* flag) {
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strcmp(argv[i], flag) == 0) {
+      std::copy(argv + i + 1, argv + *argc, argv + i);
+      --*argc;
+      return true;
+    }
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   tbb::global_control threads(tbb::global_control::max_allowed_parallelism, pagoda::cpu::kThreads);
+  const bool summary_only = TakeFlag(&argc, argv, "--summary_only");
+  const bool no_summary = TakeFlag(&argc, argv, "--no_summary");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
+  if (!summary_only) benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  if (!no_summary) pagoda::cpu::PrintDecodeSummary();
   return 0;
 }

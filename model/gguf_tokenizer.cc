@@ -1,6 +1,8 @@
 // Builds a Tokenizer from a GGUF file's tokenizer.ggml.* metadata.
 #include "model/gguf.h"
+#include "model/gguf_bpe.h"
 #include "model/model.h"
+#include "model/tokenizer/bpe_tokenizer.h"
 #include "model/tokenizer/spm_tokenizer.h"
 
 namespace pagoda {
@@ -66,9 +68,13 @@ Result<SpmVocab> SpmVocabFromGguf(const GgufFile& f) {
 Result<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const GgufFile& f) {
   auto model = f.GetString("tokenizer.ggml.model");
   if (!model.ok()) return model.status();
+  if (*model == "gpt2") {
+    PAGODA_ASSIGN_OR_RETURN(BpeVocab vocab, BpeVocabFromGguf(f));
+    return MakeBpeTokenizer(std::move(vocab));
+  }
   if (*model != "llama") {
     return Unimplemented("metadata 'tokenizer.ggml.model': '" + *model +
-                         "' is not supported yet (expected llama)");
+                         "' is not supported (expected llama or gpt2)");
   }
   PAGODA_ASSIGN_OR_RETURN(SpmVocab vocab, SpmVocabFromGguf(f));
   return MakeSpmTokenizer(std::move(vocab));

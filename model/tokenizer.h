@@ -27,8 +27,10 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Encodes plain text. Control tokens are never produced from text. `add_bos` prepends BOS
-  // when the vocabulary has one.
+  // Encodes text. SentencePiece never produces control tokens from text; byte-level BPE matches
+  // special/added tokens in the text first, as Hugging Face tokenizers do (chat templates rely
+  // on it; BpeVocab::match_control_tokens turns it off). `add_bos` prepends BOS when the
+  // vocabulary has one.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos) const = 0;
 
   // The bytes token `id` stands for in running text (a byte token gives its byte; a control

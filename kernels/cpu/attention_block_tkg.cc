@@ -183,6 +183,7 @@ void TkgRunner::RunTask(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
   rows.scale = scale;
   rows.masked_score = kNegInf;
   rows.window = a.sliding_window;
+  rows.simd = ws.dims_.max_simd;
 
   attn::KeySet keys;
   keys.kv = &a.kv;

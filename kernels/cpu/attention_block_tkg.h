@@ -20,7 +20,9 @@
 //      token s sits at ctx_len + s), sinks (raw logit per q head in the denominator only),
 //      masked = -inf, a row with no visible key gives 0. Flash-decoding: the context is split
 //      into tiles of >= 256 keys when there are fewer (sequence, kv head) pairs than
-//      4 * threads; partials are merged with their (max, sum) statistics.
+//      4 * threads; partials are merged with their (max, sum) statistics. Each task handles all
+//      g query heads (x S tokens) of its kv head together, so every K/V row is read once per
+//      task (register-blocked AVX-512 / AVX2 / portable tile kernels, attention_simd.h).
 //   8. cache write AFTER attention: slot = slots[t] = block * block_size + offset writes K/V of
 //      every kv head at [block][h][offset]; skipped when slot < 0 or >= num_blocks * block_size
 //   9. out_t = Wo attn_t (+bo)
@@ -39,6 +41,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/paged_kv.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -92,6 +95,9 @@ struct TkgWorkspaceDims {
   int32_t head_dim = 0;
   int32_t max_splits = 16;  // flash-decoding context splits per (sequence, kv head)
   int32_t max_threads = 0;  // 0: tbb::this_task_arena::max_concurrency() at creation
+  // Highest attention kernel level (attention_simd.h); the CPU's best by default. Tests lower it
+  // to run the AVX2 and portable kernels on an AVX-512 machine.
+  attn::SimdLevel max_simd = attn::SimdLevel::kAvx512;
 };
 
 // Every buffer attention_block_tkg needs, allocated once. Not thread-safe: one call at a time.

@@ -7,8 +7,8 @@
 
 #include "kernels/cpu/kv_convert.h"
 
-// Hot loops are plain fp32 loops GCC auto-vectorizes; PAGODA_SIMD_CLONES adds an AVX2+FMA
-// clone chosen at load time by the ifunc resolver (runtime dispatch), keeping a portable default.
+// ExpInPlace is a plain fp32 loop GCC auto-vectorizes; PAGODA_SIMD_CLONES adds an AVX2+FMA
+// clone chosen at load time by the ifunc resolver. The tile kernels live in attention_simd.h.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define PAGODA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
@@ -20,7 +20,8 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One tile of up to kKeyTile keys: row pointers (fp32 logical values) and logical positions.
+// One tile of up to kKeyTile keys: row pointers (fp32 logical values) and logical positions
+// (increasing).
 struct Tile {
   const float* k[kKeyTile];
   const float* v[kKeyTile];
@@ -28,44 +29,57 @@ struct Tile {
   int n = 0;
 };
 
-[[gnu::always_inline]] inline float Dot(const float* a, const float* b, int32_t n) {
-  float acc[8] = {};
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+// A run of `count` consecutive cache tokens: physical block, first offset, first position.
+struct Run {
+  int64_t block;
+  int32_t off;
+  int64_t pos;
+  int count;
+};
+
+// The cache runs of one context tile (absent blocks left out).
+struct TilePlan {
+  Run runs[kKeyTile];
+  int n_runs = 0;
+  int n = 0;
+};
+
+// Raw row addresses of a planned tile, for prefetching.
+struct PrefetchList {
+  const char* k[kKeyTile];
+  const char* v[kKeyTile];
+};
+
+// Plans the tile starting at *p (advanced past it): up to kKeyTile present keys, or none once
+// the range is exhausted.
+void PlanTile(const KeySet& keys, int64_t* p, TilePlan* plan) {
+  const int32_t bs = keys.kv->block_size;
+  const int64_t table_len = static_cast<int64_t>(keys.block_table.size());
+  plan->n_runs = 0;
+  plan->n = 0;
+  while (plan->n < kKeyTile && *p < keys.ctx_end) {
+    const int64_t blk = *p / bs;
+    const int32_t off = static_cast<int32_t>(*p % bs);
+    const int run = static_cast<int>(
+        std::min<int64_t>({bs - off, keys.ctx_end - *p, static_cast<int64_t>(kKeyTile - plan->n)}));
+    const int64_t phys = blk < table_len ? keys.block_table[blk] : -1;
+    if (phys >= 0 && phys < keys.kv->num_blocks) {
+      plan->runs[plan->n_runs++] = {phys, off, *p, run};
+      plan->n += run;
+    }
+    *p += run;
   }
-  float s = 0.0f;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-// o[x] += sum_{j<4} p[j] * v[j][x]
-[[gnu::always_inline]] inline void Axpy4(float* __restrict o, const float* p, const float* const* v,
-                                         int32_t d) {
-  const float* __restrict v0 = v[0];
-  const float* __restrict v1 = v[1];
-  const float* __restrict v2 = v[2];
-  const float* __restrict v3 = v[3];
-  const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
-  for (int32_t x = 0; x < d; ++x) o[x] += (p0 * v0[x] + p1 * v1[x]) + (p2 * v2[x] + p3 * v3[x]);
-}
-
-[[gnu::always_inline]] inline void Axpy1(float* __restrict o, float p, const float* __restrict v,
-                                         int32_t d) {
-  for (int32_t x = 0; x < d; ++x) o[x] += p * v[x];
-}
-
-// Appends `count` consecutive cache tokens (physical block `block`, offsets from `off`, logical
-// positions from `pos`) to the tile, decoding them into the tile buffers unless fp32.
-void AddCacheRun(const KeySet& keys, int64_t block, int32_t off, int64_t pos, int count,
-                 const TileScratch& s, Tile& t) {
+// Appends a run to the tile, decoding it into the tile buffers unless fp32.
+void AddCacheRun(const KeySet& keys, const Run& run, const TileScratch& s, Tile& t) {
   const PagedKvView& kv = *keys.kv;
   const int32_t d = kv.head_dim;
-  const int64_t e = kv.offset(block, keys.kv_head, off);
+  const int64_t e = kv.offset(run.block, keys.kv_head, run.off);
   if (kv.dtype == PagedKvDtype::kF32) {
     const float* kb = static_cast<const float*>(kv.k) + e;
     const float* vb = static_cast<const float*>(kv.v) + e;
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < run.count; ++i) {
       t.k[t.n + i] = kb + static_cast<int64_t>(i) * d;
       t.v[t.n + i] = vb + static_cast<int64_t>(i) * d;
     }
@@ -73,98 +87,109 @@ void AddCacheRun(const KeySet& keys, int64_t block, int32_t off, int64_t pos, in
     const size_t es = PagedKvElementSize(kv.dtype);
     float* kd = s.kbuf + static_cast<int64_t>(t.n) * d;
     float* vd = s.vbuf + static_cast<int64_t>(t.n) * d;
-    const int64_t n = static_cast<int64_t>(count) * d;
+    const int64_t n = static_cast<int64_t>(run.count) * d;
     kv::DecodeRow(kv.dtype, static_cast<const uint8_t*>(kv.k) + e * es, 1.0f / kv.k_scale, kd, n);
     kv::DecodeRow(kv.dtype, static_cast<const uint8_t*>(kv.v) + e * es, 1.0f / kv.v_scale, vd, n);
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < run.count; ++i) {
       t.k[t.n + i] = kd + static_cast<int64_t>(i) * d;
       t.v[t.n + i] = vd + static_cast<int64_t>(i) * d;
     }
   }
-  for (int i = 0; i < count; ++i) t.pos[t.n + i] = pos + i;
-  t.n += count;
+  for (int i = 0; i < run.count; ++i) t.pos[t.n + i] = run.pos + i;
+  t.n += run.count;
 }
 
-// Software prefetch of a tile's K/V rows: paged blocks break the hardware prefetcher's streams.
-void PrefetchRows(const float* const* p, int n, int32_t d) {
-  for (int j = 0; j < n; ++j) {
-    for (int32_t x = 0; x < d; x += 16) __builtin_prefetch(p[j] + x);
+// The prefetch list of a planned tile (raw storage rows of any dtype).
+Prefetch MakePrefetch(const KeySet& keys, const TilePlan& plan, PrefetchList& list) {
+  const PagedKvView& kv = *keys.kv;
+  const int64_t es = static_cast<int64_t>(PagedKvElementSize(kv.dtype));
+  int j = 0;
+  for (int i = 0; i < plan.n_runs; ++i) {
+    const Run& run = plan.runs[i];
+    const int64_t e = kv.offset(run.block, keys.kv_head, run.off) * es;
+    for (int x = 0; x < run.count; ++x, ++j) {
+      list.k[j] = static_cast<const char*>(kv.k) + e + static_cast<int64_t>(x) * kv.head_dim * es;
+      list.v[j] = static_cast<const char*>(kv.v) + e + static_cast<int64_t>(x) * kv.head_dim * es;
+    }
   }
+  return Prefetch{list.k, list.v, plan.n, static_cast<int32_t>(kv.head_dim * es)};
 }
 
-// scores[r][j] = scale * <q_r, k_j>, or masked_score where key j is invisible to row r.
-PAGODA_SIMD_CLONES void ScoreTile(const RowSet& rows, const Tile& t, float* scores) {
-  const int32_t d = rows.d;
-  PrefetchRows(t.k, std::min(t.n, 16), d);
+// True when some key of the tile is invisible to some row (causality or the window).
+bool TileNeedsMask(const RowSet& rows, const Tile& t) {
+  const int64_t last_q = rows.first_pos + rows.n_q - 1;
+  const bool causal_ok = t.pos[t.n - 1] <= rows.first_pos;
+  const bool window_ok = rows.window == 0 || t.pos[0] > last_q - rows.window;
+  return !(causal_ok && window_ok);
+}
+
+// scores[r][j] = masked_score where key j is invisible to row r.
+void ApplyMask(const RowSet& rows, const Tile& t, float* scores) {
   for (int32_t qi = 0; qi < rows.n_q; ++qi) {
     const int64_t qpos = rows.first_pos + qi;
     const int64_t lo = rows.window > 0 ? qpos - rows.window : INT64_MIN;
     for (int32_t hi = 0; hi < rows.g; ++hi) {
-      const float* q = rows.q + qi * rows.q_stride + static_cast<int64_t>(hi) * d;
       float* s = scores + static_cast<int64_t>(qi * rows.g + hi) * kKeyTile;
       for (int j = 0; j < t.n; ++j) {
-        const bool visible = t.pos[j] <= qpos && t.pos[j] > lo;
-        s[j] = visible ? Dot(q, t.k[j], d) * rows.scale : rows.masked_score;
+        if (!(t.pos[j] <= qpos && t.pos[j] > lo)) s[j] = rows.masked_score;
       }
     }
   }
 }
 
-// Folds one scored tile into row r's running (m, l, o).
-PAGODA_SIMD_CLONES void UpdateRow(const RowSet& rows, int32_t r, const Tile& t, float* s) {
-  float mx = kNegInf;
-  for (int j = 0; j < t.n; ++j) mx = std::max(mx, s[j]);
+// Turns row r's scores p[0, n) into exp(s - m_new) and folds the tile into its (m, l) and the
+// scale of its o; p[n, n16) is padding. A tile that contributes nothing leaves p all zero.
+void SoftmaxRow(const RowSet& rows, int32_t r, int n, float* p, const TileKernels& kern) {
+  const int n16 = (n + 15) & ~15;
+  std::fill(p + n, p + n16, kNegInf);
+  const float mx = kern.row_max(p, n16);
   float& m = rows.m[r];
   // All keys of the tile masked: with -inf masking, or when a real score already dominates
   // (exp(-9984 - m) == 0 exactly), the tile contributes nothing.
-  if (mx <= rows.masked_score && m >= rows.masked_score + 128.0f) return;
   const float m_new = std::max(m, mx);
+  if ((mx <= rows.masked_score && m >= rows.masked_score + 128.0f) || m_new == kNegInf) {
+    std::fill(p, p + n, 0.0f);
+    return;
+  }
   const float alpha = std::exp(m - m_new);
-  for (int j = 0; j < t.n; ++j) s[j] -= m_new;
-  ExpInPlace(s, t.n);
-  float sum = 0.0f;
-  for (int j = 0; j < t.n; ++j) sum += s[j];
-  rows.l[r] = rows.l[r] * alpha + sum;
+  rows.l[r] = rows.l[r] * alpha + kern.exp_sum(p, n16, m_new);
   m = m_new;
-  const int32_t d = rows.d;
-  float* o = rows.o + (r / rows.g) * rows.o_stride + static_cast<int64_t>(r % rows.g) * d;
   if (alpha != 1.0f) {
-    for (int32_t x = 0; x < d; ++x) o[x] *= alpha;
+    kern.scale(rows.o + (r / rows.g) * rows.o_stride + static_cast<int64_t>(r % rows.g) * rows.d,
+               rows.d, alpha);
   }
-  int j = 0;
-  for (; j + 4 <= t.n; j += 4) Axpy4(o, s + j, t.v + j, d);
-  for (; j < t.n; ++j) Axpy1(o, s[j], t.v[j], d);
 }
 
-void ProcessTile(const RowSet& rows, const Tile& t, const TileScratch& s) {
-  PrefetchRows(t.v, t.n, rows.d);
-  ScoreTile(rows, t, s.scores);
+void ProcessTile(const RowSet& rows, const Tile& t, const TileScratch& s, const TileKernels& kern,
+                 const Prefetch& pf) {
+  const RowBlock rb{rows.q, rows.q_stride, rows.o, rows.o_stride, rows.g, rows.d, rows.rows()};
+  kern.scores(rb, t.k, t.n, rows.scale, s.scores, kKeyTile, pf);
+  if (TileNeedsMask(rows, t)) ApplyMask(rows, t, s.scores);
   for (int32_t r = 0; r < rows.rows(); ++r) {
-    UpdateRow(rows, r, t, s.scores + static_cast<int64_t>(r) * kKeyTile);
+    SoftmaxRow(rows, r, t.n, s.scores + static_cast<int64_t>(r) * kKeyTile, kern);
   }
+  kern.accumulate(rb, s.scores, kKeyTile, t.v, t.n, pf);
 }
 
-void AttendContext(const RowSet& rows, const KeySet& keys, const TileScratch& s) {
-  const int32_t bs = keys.kv->block_size;
-  const int64_t table_len = static_cast<int64_t>(keys.block_table.size());
+// Context tiles in order; tile i + 1 is planned (and prefetched) while tile i is computed.
+void AttendContext(const RowSet& rows, const KeySet& keys, const TileScratch& s,
+                   const TileKernels& kern) {
+  TilePlan plans[2];
+  PrefetchList list;
   Tile t;
   int64_t p = keys.ctx_begin;
-  while (p < keys.ctx_end) {
+  PlanTile(keys, &p, &plans[0]);
+  for (int cur = 0; plans[cur].n > 0; cur ^= 1) {
+    const TilePlan& plan = plans[cur];
+    PlanTile(keys, &p, &plans[cur ^ 1]);
     t.n = 0;
-    while (t.n < kKeyTile && p < keys.ctx_end) {
-      const int64_t blk = p / bs;
-      const int32_t off = static_cast<int32_t>(p % bs);
-      const int run = static_cast<int>(
-          std::min<int64_t>({bs - off, keys.ctx_end - p, static_cast<int64_t>(kKeyTile - t.n)}));
-      const int64_t phys = blk < table_len ? keys.block_table[blk] : -1;
-      if (phys >= 0 && phys < keys.kv->num_blocks) AddCacheRun(keys, phys, off, p, run, s, t);
-      p += run;
-    }
-    if (t.n > 0) ProcessTile(rows, t, s);
+    for (int i = 0; i < plan.n_runs; ++i) AddCacheRun(keys, plan.runs[i], s, t);
+    ProcessTile(rows, t, s, kern, MakePrefetch(keys, plans[cur ^ 1], list));
   }
 }
 
-void AttendNew(const RowSet& rows, const KeySet& keys, const TileScratch& s) {
+void AttendNew(const RowSet& rows, const KeySet& keys, const TileScratch& s,
+               const TileKernels& kern) {
   Tile t;
   for (int64_t j0 = keys.new_begin; j0 < keys.new_end; j0 += kKeyTile) {
     t.n = static_cast<int>(std::min<int64_t>(kKeyTile, keys.new_end - j0));
@@ -173,7 +198,7 @@ void AttendNew(const RowSet& rows, const KeySet& keys, const TileScratch& s) {
       t.v[i] = keys.new_v + (j0 + i) * keys.new_stride;
       t.pos[i] = keys.new_first_pos + j0 + i;
     }
-    ProcessTile(rows, t, s);
+    ProcessTile(rows, t, s, kern, Prefetch{});
   }
 }
 
@@ -225,8 +250,9 @@ void InitRows(const RowSet& rows) {
 }
 
 void AttendKeys(const RowSet& rows, const KeySet& keys, const TileScratch& scratch) {
-  if (keys.ctx_end > keys.ctx_begin) AttendContext(rows, keys, scratch);
-  if (keys.new_end > keys.new_begin) AttendNew(rows, keys, scratch);
+  const TileKernels& kern = GetTileKernels(EffectiveSimdLevel(rows.simd, rows.d));
+  if (keys.ctx_end > keys.ctx_begin) AttendContext(rows, keys, scratch, kern);
+  if (keys.new_end > keys.new_begin) AttendNew(rows, keys, scratch, kern);
 }
 
 }  // namespace pagoda::cpu::attn

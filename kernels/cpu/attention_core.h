@@ -13,12 +13,16 @@
 // Scores are s = scale * <q, k>. A key at logical position kp is visible to a query at position
 // qp iff kp <= qp and (window == 0 or kp > qp - window); invisible keys inside a scanned tile
 // score `masked_score` (-9984 for prefill per seed-kernels.md 1.3, -inf for decode).
+// Per tile: scores of all rows x keys (register-blocked SIMD kernels, attention_simd.h), masking
+// only when the tile holds a key some row cannot see, one exp pass per row, then the V pass;
+// the next context tile's K/V rows are prefetched while the current one is computed.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/paged_kv.h"
 
 namespace pagoda::cpu::attn {
@@ -38,7 +42,8 @@ struct RowSet {
   int64_t first_pos = 0;  // logical position of query token 0
   float scale = 1.0f;
   float masked_score = -9984.0f;
-  int32_t window = 0;  // 0: no sliding window
+  int32_t window = 0;                   // 0: no sliding window
+  SimdLevel simd = SimdLevel::kAvx512;  // highest kernel level to use (capped by the CPU)
   int32_t rows() const { return n_q * g; }
 };
 

@@ -125,6 +125,7 @@ void RunTask(const FlashPagedAttentionArgs& a, const Task& task, float scale,
   rows.scale = scale;
   rows.masked_score = kMaskedScore;
   rows.window = a.sliding_window;
+  rows.simd = a.max_simd;
 
   attn::KeySet keys;
   keys.kv = &a.kv;

@@ -33,6 +33,7 @@
 #include <span>
 
 #include "common/status.h"
+#include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/paged_kv.h"
 
 namespace pagoda::cpu {
@@ -52,6 +53,8 @@ struct FlashPagedAttentionArgs {
   std::span<float> out;                // [T][n_heads][head_dim]
   std::span<float> max;                // [T][n_heads] or empty
   std::span<float> lse;                // [T][n_heads] or empty
+  // Highest attention kernel level (attention_simd.h); tests lower it to run every level.
+  attn::SimdLevel max_simd = attn::SimdLevel::kAvx512;
 };
 
 // Errors (INVALID_ARGUMENT, nothing written): bad kv view, n_heads % n_kv_heads != 0, sizes of

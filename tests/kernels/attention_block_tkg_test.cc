@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/llama_forward.h"
@@ -432,6 +433,59 @@ TEST_P(AttentionBlockTkgRandomTest, MatchesFp64ReferenceAndWritesSlots) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, AttentionBlockTkgRandomTest,
                          ::testing::ValuesIn(testing::AllDtypes()), [](const auto& info) {
                            return std::string(PagedKvDtypeName(info.param));
+                         });
+
+// The same 208 random decode steps with the attention kernels capped at each SIMD level below
+// the CPU's best (the uncapped run above covers the best): every level against the reference.
+class AttentionBlockTkgSimdLevelTest
+    : public ::testing::TestWithParam<std::tuple<PagedKvDtype, attn::SimdLevel>> {};
+
+TEST_P(AttentionBlockTkgSimdLevelTest, MatchesFp64Reference) {
+  const auto [dtype, level] = GetParam();
+  if (level >= attn::DetectedSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
+  for (int seed = 0; seed < 52; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(2000 + seed * 13 + static_cast<int>(dtype));
+    TkgCase c;
+    c.cfg = RandomConfig(rng);
+    MakeWeights(rng, c);
+    MakeBatch(rng, dtype, c);
+    const TestPool before = *c.pool;
+    TkgWorkspaceDims dims;
+    dims.max_tokens = 16;
+    dims.max_seqs = 4;
+    dims.max_tokens_per_seq = 4;
+    dims.hidden = c.cfg.hidden;
+    dims.n_heads = c.cfg.n_heads;
+    dims.n_kv_heads = c.cfg.n_kv_heads;
+    dims.head_dim = c.cfg.head_dim;
+    dims.max_simd = level;
+    auto ws = TkgWorkspace::Create(dims);
+    ASSERT_TRUE(ws.ok());
+    std::vector<float> out(c.x.size(), 0.0f);
+    ASSERT_TRUE(AttentionBlockTkg(c.cfg, c.w, MakeArgs(c, out), *ws).ok());
+    const RefStep r = Reference(c, before);
+    double scale = 1e-6, worst = 0;
+    for (const Vec& o : r.out) {
+      for (double v : o) scale = std::max(scale, std::abs(v));
+    }
+    for (int64_t t = 0; t < c.n_tokens(); ++t) {
+      for (int32_t i = 0; i < c.cfg.hidden; ++i) {
+        ASSERT_TRUE(std::isfinite(out[t * c.cfg.hidden + i]));
+        worst = std::max(worst, std::abs(out[t * c.cfg.hidden + i] - r.out[t][i]) / scale);
+      }
+    }
+    EXPECT_LE(worst, Tolerance(dtype)) << "d " << c.cfg.head_dim;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LowerLevels, AttentionBlockTkgSimdLevelTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::AllDtypes()),
+                                            ::testing::Values(attn::SimdLevel::kPortable,
+                                                              attn::SimdLevel::kAvx2)),
+                         [](const auto& info) {
+                           return std::string(PagedKvDtypeName(std::get<0>(info.param))) + "_" +
+                                  attn::SimdLevelName(std::get<1>(info.param));
                          });
 
 // A tiny fixed step: f32 cache, 2 kv heads, block size 4, two sequences of two tokens with slots

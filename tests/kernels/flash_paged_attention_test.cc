@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "tests/kernels/kernel_test_util.h"
@@ -265,6 +266,55 @@ TEST_P(FlashPagedAttentionRandomTest, MatchesFp64Reference) {
 INSTANTIATE_TEST_SUITE_P(AllDtypes, FlashPagedAttentionRandomTest,
                          ::testing::ValuesIn(testing::AllDtypes()), [](const auto& info) {
                            return std::string(PagedKvDtypeName(info.param));
+                         });
+
+// The same 208 random prefill cases with the attention kernels capped at each SIMD level below
+// the CPU's best (the uncapped run above covers the best).
+class FlashPagedAttentionSimdLevelTest
+    : public ::testing::TestWithParam<std::tuple<PagedKvDtype, attn::SimdLevel>> {};
+
+TEST_P(FlashPagedAttentionSimdLevelTest, MatchesFp64Reference) {
+  const auto [dtype, level] = GetParam();
+  if (level >= attn::DetectedSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
+  for (int seed = 0; seed < 52; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(1000 + seed * 7 + static_cast<int>(dtype));
+    std::optional<TestPool> pool;
+    const Case c = MakeCase(rng, dtype, pool);
+    std::vector<float> out(static_cast<size_t>(c.n_rows) * c.n_heads * c.d, 0.0f);
+    FlashPagedAttentionArgs args;
+    args.seqs = c.attn_seqs;
+    args.q = c.q;
+    args.k = c.k;
+    args.v = c.v;
+    args.kv = pool->view;
+    args.n_heads = c.n_heads;
+    args.softmax_scale = c.scale;
+    args.sliding_window = c.window;
+    args.sinks = c.sinks;
+    args.out = out;
+    args.max_simd = level;
+    ASSERT_TRUE(FlashPagedAttention(args).ok());
+    const Ref ref = Reference(c, *pool);
+    double worst = 0;
+    for (int64_t row = 0; row < c.n_rows; ++row) {
+      if (!Covered(c, row)) continue;
+      for (int64_t i = row * c.n_heads * c.d; i < (row + 1) * c.n_heads * c.d; ++i) {
+        ASSERT_TRUE(std::isfinite(out[i])) << "row " << row;
+        worst = std::max(worst, std::abs(out[i] - ref.out[i]) / (1.0 + std::abs(ref.out[i])));
+      }
+    }
+    EXPECT_LE(worst, Tolerance(dtype)) << "d " << c.d << " g " << c.g;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LowerLevels, FlashPagedAttentionSimdLevelTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::AllDtypes()),
+                                            ::testing::Values(attn::SimdLevel::kPortable,
+                                                              attn::SimdLevel::kAvx2)),
+                         [](const auto& info) {
+                           return std::string(PagedKvDtypeName(std::get<0>(info.param))) + "_" +
+                                  attn::SimdLevelName(std::get<1>(info.param));
                          });
 
 // seed-kernels.md 1.4: the [S1] inputs -- one flat block table (each sequence's context blocks

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/model.h"
 #include "model/tokenizer/sentencepiece_model.h"
@@ -80,6 +81,78 @@ TEST(Cli, GenerateMatchesAidreamsReferenceForBlockSizesAndPrefillChunks) {
                               std::to_string(chunk));
     }
   }
+}
+
+// Runs `pagoda generate` and returns stdout; stderr goes to `stderr_out`.
+RunResult RunPagodaWithStderr(const std::string& args, std::string* stderr_out) {
+  TempDir dir;
+  const std::string err = dir.File("stderr.txt");
+  const std::string cmd = BinPath("pagoda") + " " + args + " 2>" + err;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while (p && (n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = p ? ::pclose(p) : -1;
+  std::ifstream in(err);
+  stderr_out->assign(std::istreambuf_iterator<char>(in), {});
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// All aidreams reference prompts submitted at once through the engine (--prompts-file) give
+// the sequential greedy tokens, whatever the block size, pool size (preemption) and prefix cache.
+void ExpectBatchedAidreams(const std::string& flags, bool expect_preemption) {
+  const auto ref = testing::LoadJson(SharedPath("models/aidreams260K/reference.json"));
+  ASSERT_TRUE(ref.contains("cases"));
+  TempDir dir;
+  const std::string file = dir.File("prompts.jsonl");
+  {
+    std::ofstream out(file);
+    for (const auto& c : ref["cases"]) {
+      out << nlohmann::json{{"prompt_token_ids", c["prompt_tokens"]},
+                            {"max_tokens", c["greedy_tokens"].size()},
+                            {"temperature", 0}}
+                 .dump()
+          << "\n";
+    }
+  }
+  std::string err;
+  const auto r = RunPagodaWithStderr(
+      "generate --model " + Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")) +
+          " --prompts-file " + file + " " + flags,
+      &err);
+  ASSERT_EQ(r.exit_code, 0) << err;
+  std::istringstream lines(r.out);
+  std::string line;
+  const int ctx = ref["config"]["seq_len"];
+  size_t i = 0;
+  for (; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, ref["cases"].size());
+    const auto& c = ref["cases"][i];
+    auto expected = c["greedy_tokens"].get<std::vector<int32_t>>();
+    expected.resize(ctx - c["prompt_tokens"].size());
+    EXPECT_EQ(nlohmann::json::parse(line)["token_ids"].get<std::vector<int32_t>>(), expected)
+        << flags << " case " << i;
+  }
+  EXPECT_EQ(i, ref["cases"].size());
+  const auto stats = nlohmann::json::parse(err.substr(err.find("engine_stats ") + 13));
+  if (expect_preemption) {
+    EXPECT_GT(stats["preemptions"].get<int>(), 0) << flags;
+  }
+}
+
+TEST(Cli, PromptsFileMatchesSequentialGreedy) {
+  ExpectBatchedAidreams("--block-size 16", false);
+  ExpectBatchedAidreams("--block-size 1", false);
+  ExpectBatchedAidreams("--block-size 16 --enable-prefix-caching false", false);
+  ExpectBatchedAidreams(
+      "--block-size 16 --max-num-seqs 8 --max-num-batched-tokens 32 --prefill-chunk 5", false);
+}
+
+TEST(Cli, PromptsFileMatchesSequentialGreedyUnderPreemption) {
+  ExpectBatchedAidreams("--block-size 16 --num-blocks 12", true);
+  ExpectBatchedAidreams("--block-size 1 --num-blocks 200", true);
+  ExpectBatchedAidreams("--block-size 16 --num-blocks 12 --enable-prefix-caching false", true);
 }
 
 TEST(Cli, GenerateRunsWithReducedPrecisionKvCaches) {

@@ -1,0 +1,153 @@
+#include "kernels/cpu/attention_simd.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PAGODA_X86_SIMD 1
+#else
+#define PAGODA_X86_SIMD 0
+#endif
+
+namespace pagoda::cpu::attn {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// ---------------------------------------------------------------------------------------------
+// Portable C++ (any CPU; GCC vectorizes with the baseline ISA).
+
+// Cephes-style expf: n = round(x / ln2), r = x - n ln2 (two-part ln2), e^r by a degree-7
+// polynomial; about 1 ulp. Inputs below -87 (and -inf) give 0.
+inline float ExpPortable(float in) {
+  const float v = std::max(in, -87.0f);
+  const float t = v * 1.44269504088896341f + 0.5f;
+  int32_t e = static_cast<int32_t>(t);
+  float fe = static_cast<float>(e);
+  e = fe > t ? e - 1 : e;
+  fe = fe > t ? fe - 1.0f : fe;
+  const float r = (v - fe * 0.693359375f) + fe * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = (p * r * r + r) + 1.0f;
+  const float res = y * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+  return in < -87.0f ? 0.0f : res;
+}
+
+float DotPortable(const float* a, const float* b, int32_t n) {
+  float acc[8] = {};
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  float s = 0.0f;
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void ScoresPortable(const RowBlock& rb, const float* const* k, int32_t n, float scale, float* s,
+                    int32_t ld, const Prefetch& pf) {
+  pf.Issue(pf.k, 0, pf.n);
+  for (int32_t r = 0; r < rb.rows; ++r) {
+    const float* q = rb.q_row(r);
+    for (int32_t j = 0; j < n; ++j) s[r * ld + j] = DotPortable(q, k[j], rb.d) * scale;
+  }
+}
+
+void AccumulatePortable(const RowBlock& rb, const float* p, int32_t ld, const float* const* v,
+                        int32_t n, const Prefetch& pf) {
+  pf.Issue(pf.v, 0, pf.n);
+  const int32_t d = rb.d;
+  for (int32_t r = 0; r < rb.rows; ++r) {
+    float* __restrict o = rb.o_row(r);
+    const float* pr = p + static_cast<int64_t>(r) * ld;
+    int32_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* __restrict v0 = v[j];
+      const float* __restrict v1 = v[j + 1];
+      const float* __restrict v2 = v[j + 2];
+      const float* __restrict v3 = v[j + 3];
+      const float p0 = pr[j], p1 = pr[j + 1], p2 = pr[j + 2], p3 = pr[j + 3];
+      for (int32_t x = 0; x < d; ++x) o[x] += (p0 * v0[x] + p1 * v1[x]) + (p2 * v2[x] + p3 * v3[x]);
+    }
+    for (; j < n; ++j) {
+      for (int32_t x = 0; x < d; ++x) o[x] += pr[j] * v[j][x];
+    }
+  }
+}
+
+float RowMaxPortable(const float* s, int32_t n) {
+  float m = kNegInf;
+  for (int32_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
+float ExpSumPortable(float* s, int32_t n, float m) {
+  float sum = 0.0f;
+  for (int32_t j = 0; j < n; ++j) {
+    s[j] = ExpPortable(s[j] - m);
+    sum += s[j];
+  }
+  return sum;
+}
+
+void ScalePortable(float* o, int32_t d, float alpha) {
+  for (int32_t x = 0; x < d; ++x) o[x] *= alpha;
+}
+
+constexpr TileKernels kPortable = {ScoresPortable, AccumulatePortable, RowMaxPortable,
+                                   ExpSumPortable, ScalePortable};
+
+}  // namespace
+}  // namespace pagoda::cpu::attn
+
+namespace pagoda::cpu::attn {
+
+SimdLevel DetectedSimdLevel() {
+  static const SimdLevel level = [] {
+#if PAGODA_X86_SIMD
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+      return SimdLevel::kAvx512;
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::kAvx2;
+#endif
+    return SimdLevel::kPortable;
+  }();
+  return level;
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return "portable";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+SimdLevel EffectiveSimdLevel(SimdLevel cap, int32_t head_dim) {
+  SimdLevel level = std::min(cap, DetectedSimdLevel());
+  if (level == SimdLevel::kAvx512 && head_dim % 16 != 0) level = SimdLevel::kAvx2;
+  if (level == SimdLevel::kAvx2 && head_dim % 8 != 0) level = SimdLevel::kPortable;
+  return level;
+}
+
+const TileKernels& GetTileKernels(SimdLevel level) {
+  const TileKernels* k = level == SimdLevel::kAvx512 ? internal::Avx512TileKernels()
+                         : level == SimdLevel::kAvx2 ? internal::Avx2TileKernels()
+                                                     : nullptr;
+  return k != nullptr ? *k : kPortable;
+}
+
+}  // namespace pagoda::cpu::attn
