@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <charconv>
+
 namespace pagoda {
 
 Status SplitHostPort(const std::string& address, const std::string& field, std::string* host,
@@ -14,11 +16,10 @@ Status SplitHostPort(const std::string& address, const std::string& field, std::
   if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
     *host = host->substr(1, host->size() - 2);
   }
-  try {
-    size_t used = 0;
-    *port = std::stoi(address.substr(colon + 1), &used);
-    if (used != address.size() - colon - 1 || *port < 0 || *port > 65535) throw 0;
-  } catch (...) {
+  const char* first = address.data() + colon + 1;
+  const char* last = address.data() + address.size();
+  const auto [end, ec] = std::from_chars(first, last, *port);
+  if (ec != std::errc() || end != last || *port < 0 || *port > 65535) {
     return InvalidArgument(field + ": '" + address + "' has no valid port");
   }
   return Status::Ok();

@@ -1,0 +1,67 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "server/http_endpoint.h"
+
+namespace pagoda {
+namespace {
+
+TEST(Histogram, BucketsAreCumulative) {
+  Histogram h({0.1, 1.0});
+  h.Observe(0.05);
+  h.Observe(0.5);
+  h.Observe(5.0);
+  std::string out;
+  h.Render("x", out);
+  EXPECT_NE(out.find("x_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"1\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_count 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_sum 5.55\n"), std::string::npos) << out;
+}
+
+TEST(Metrics, RendersEngineStatsAndFinishedRequests) {
+  Metrics m("demo");
+  RequestTimes t;
+  t.arrival = EngineClock::now();
+  t.first_scheduled = t.arrival + std::chrono::milliseconds(2);
+  t.first_token = t.arrival + std::chrono::milliseconds(30);
+  t.token_times = {t.first_token, t.first_token + std::chrono::milliseconds(10)};
+  t.finished = t.first_token + std::chrono::milliseconds(10);
+  m.OnRequestFinished(t, FinishReason::kLength, Usage{});
+  m.OnRequestFinished(t, FinishReason::kAbort, Usage{});
+  EngineStats s;
+  s.num_running = 3;
+  s.kv_cache_usage = 0.25;
+  s.generation_tokens = 42;
+  const std::string text = m.Render(s);
+  EXPECT_NE(text.find("pagoda:num_requests_running{model_name=\"demo\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("pagoda:kv_cache_usage_perc{model_name=\"demo\"} 0.25\n"), std::string::npos);
+  EXPECT_NE(text.find("pagoda:generation_tokens_total{model_name=\"demo\"} 42\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("finished_reason=\"length\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("finished_reason=\"abort\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("finished_reason=\"stop\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("pagoda:time_to_first_token_seconds_count 2\n"), std::string::npos);
+  EXPECT_NE(text.find("pagoda:inter_token_latency_seconds_count 2\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE pagoda:e2e_request_latency_seconds histogram\n"), std::string::npos);
+}
+
+TEST(HttpEndpoint, SplitHostPortNamesTheField) {
+  std::string host;
+  int port = 0;
+  EXPECT_TRUE(SplitHostPort("127.0.0.1:9090", "f", &host, &port).ok());
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 9090);
+  EXPECT_TRUE(SplitHostPort("[::1]:80", "f", &host, &port).ok());
+  EXPECT_EQ(host, "::1");
+  for (const char* bad : {"nohost", ":80", "host:", "host:99999", "host:8x"}) {
+    const Status st = SplitHostPort(bad, "server.metrics_address", &host, &port);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("server.metrics_address"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
