@@ -1,5 +1,9 @@
 #include "model/model.h"
 
+#include <sys/stat.h>
+
+#include "model/hf_model.h"
+
 namespace pagoda {
 
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path,
@@ -7,6 +11,8 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path,
   auto report = [&](const std::string& s) {
     if (progress) progress(s);
   };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return LoadHfModel(path);
   auto model = std::make_unique<Model>();
   model->path = path;
   report("mapping " + path);
@@ -23,6 +29,9 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path,
   auto tokenizer = LoadGgufTokenizer(*model->file);
   if (!tokenizer.ok()) return tokenizer.status().WithPrefix(path);
   model->tokenizer = std::move(tokenizer).value();
+  if (auto tmpl = model->file->GetString("tokenizer.chat_template"); tmpl.ok()) {
+    model->chat_template = *tmpl;
+  }
   if (model->tokenizer->vocab_size() != model->config.vocab_size) {
     return InvalidArgument(
         path + ": tokenizer has " + std::to_string(model->tokenizer->vocab_size()) +

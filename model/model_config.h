@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "model/gguf.h"
@@ -14,6 +15,17 @@ namespace pagoda {
 // (x[i], x[i + rope_dim/2]) as in HF checkpoints and GGUF qwen2 ("NEOX").
 enum class RopeLayout { kInterleaved, kHalves };
 const char* RopeLayoutName(RopeLayout layout);
+
+// RoPE frequency scaling (HF config.json "rope_scaling"; GGUF files leave it kNone).
+//   kLinear: positions are divided by rope_scaling_factor (inv_freq / factor).
+//   kLlama3: Llama 3.1's per-frequency scaling: with wavelen = 2*pi / inv_freq,
+//            low = rope_original_context / rope_low_freq_factor,
+//            high = rope_original_context / rope_high_freq_factor:
+//            wavelen < high -> inv_freq unchanged; wavelen > low -> inv_freq / factor;
+//            otherwise smooth = (rope_original_context / wavelen - low_freq_factor) /
+//            (high_freq_factor - low_freq_factor) and
+//            inv_freq = (1 - smooth) * inv_freq / factor + smooth * inv_freq.
+enum class RopeScaling { kNone, kLinear, kLlama3 };
 
 struct ModelConfig {
   std::string architecture;  // GGUF general.architecture, e.g. "llama"
@@ -34,6 +46,21 @@ struct ModelConfig {
   bool has_qkv_bias = false;
   int32_t bos_id = -1;
   int32_t eos_id = -1;
+
+  // --- Added for Hugging Face directories (model/hf_model.h); defaults keep GGUF behaviour. ---
+  // Every end-of-sequence id (HF eos_token_id may be a list); eos_id is the first. May be empty.
+  std::vector<int32_t> eos_ids;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_scaling_factor = 1.0f;    // kLinear and kLlama3
+  float rope_low_freq_factor = 1.0f;   // kLlama3
+  float rope_high_freq_factor = 4.0f;  // kLlama3
+  int32_t rope_original_context = 0;   // kLlama3: original_max_position_embeddings
+  // Mistral sliding-window attention span in tokens (0 = full attention). Recorded only: the
+  // forward pass does not apply it yet.
+  int32_t sliding_window = 0;
+  // Qwen3: RMSNorm over each q / k head (LayerWeights::q_norm / k_norm) before RoPE. Bound at
+  // load time; the forward pass does not apply it yet.
+  bool has_qk_norm = false;
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/quants.h"
+
 namespace pagoda {
 namespace {
 
@@ -17,7 +19,7 @@ constexpr int64_t kQK_K = 256;
 constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
     {GgmlType::kF32, "F32", 1, 4, true},
     {GgmlType::kF16, "F16", 1, 2, true},
-    {GgmlType::kQ4_0, "Q4_0", kQK4_0, 2 + kQK4_0 / 2, false},
+    {GgmlType::kQ4_0, "Q4_0", kQK4_0, 2 + kQK4_0 / 2, true},
     {GgmlType::kQ4_1, "Q4_1", 32, 4 + 16, false},
     {GgmlType::kQ5_0, "Q5_0", 32, 2 + 4 + 16, false},
     {GgmlType::kQ5_1, "Q5_1", 32, 4 + 4 + 16, false},
@@ -25,9 +27,9 @@ constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
     {GgmlType::kQ8_1, "Q8_1", 32, 4 + 32, false},
     {GgmlType::kQ2_K, "Q2_K", kQK_K, 2 * 2 + kQK_K / 16 + kQK_K / 4, false},
     {GgmlType::kQ3_K, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, false},
-    {GgmlType::kQ4_K, "Q4_K", kQK_K, 2 * 2 + 12 + kQK_K / 2, false},
+    {GgmlType::kQ4_K, "Q4_K", kQK_K, 2 * 2 + 12 + kQK_K / 2, true},
     {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, false},
-    {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, false},
+    {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, true},
     {GgmlType::kQ8_K, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false},
     {GgmlType::kI8, "I8", 1, 1, false},
     {GgmlType::kI16, "I16", 1, 2, false},
@@ -183,6 +185,15 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ8_0:
       DequantizeQ8_0(bytes, dst, n);
       return;
+    case GgmlType::kQ4_0:
+      quants::DequantizeRowQ4_0(bytes, dst, n);
+      return;
+    case GgmlType::kQ4_K:
+      quants::DequantizeRowQ4_K(bytes, dst, n);
+      return;
+    case GgmlType::kQ6_K:
+      quants::DequantizeRowQ6_K(bytes, dst, n);
+      return;
     default:
       break;
   }
@@ -190,8 +201,18 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
 }
 
 bool CanQuantize(GgmlType type) {
-  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16 ||
-         type == GgmlType::kQ8_0;
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
@@ -214,6 +235,15 @@ void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
       return;
     case GgmlType::kQ8_0:
       QuantizeQ8_0(src, bytes, n);
+      return;
+    case GgmlType::kQ4_0:
+      quants::QuantizeRowQ4_0(src, bytes, n);
+      return;
+    case GgmlType::kQ4_K:
+      quants::QuantizeRowQ4_K(src, bytes, n);
+      return;
+    case GgmlType::kQ6_K:
+      quants::QuantizeRowQ6_K(src, bytes, n);
       return;
     default:
       break;

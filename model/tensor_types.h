@@ -1,5 +1,5 @@
 // GGML tensor element types as stored in GGUF files: ids, block geometry, row sizes,
-// fp16/bf16 conversion and reference dequantization to fp32.
+// fp16/bf16 conversion and reference (de)quantization to/from fp32 (block formats: quants.h).
 //
 // A "block" is the unit a quantized type is stored in: `block_size` elements packed into
 // `type_size` bytes (1 element / 4 bytes for F32). A row of n elements needs n % block_size == 0.
@@ -68,7 +68,7 @@ uint16_t Fp32ToBf16(float f);  // round to nearest even, NaN preserved
 // Precondition: TypeTraits(type).can_dequantize.
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 // Quantizes one row of n floats into `dst` (RowBytes(type, n) bytes). Supports F32, F16, BF16,
-// Q8_0.
+// Q8_0, Q4_0, Q4_K and Q6_K (ggml's reference quantizers; see model/quants.h).
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 bool CanQuantize(GgmlType type);
 

@@ -29,6 +29,7 @@ struct LayerWeights {
   std::vector<float> attn_norm;     // [n_embd]
   WeightView wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
   std::vector<float> bq, bk, bv;    // empty unless the architecture has QKV bias
+  std::vector<float> q_norm, k_norm;  // [head_dim]; only when config.has_qk_norm (Qwen3)
   std::vector<float> ffn_norm;      // [n_embd]
   WeightView w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
 };

@@ -93,6 +93,17 @@ const std::vector<Field>& Fields() {
       Bool("kv_cache.enable_prefix_caching", PAGODA_CFG(kv_cache.enable_prefix_caching)),
       Enum("backend.type", {"cpu", "neuron"}, PAGODA_CFG(backend.type)),
       Int("backend.threads", 0, 4096, PAGODA_CFG(backend.threads)),
+      Str("neuron.runtime_library", PAGODA_CFG(neuron.runtime_library)),
+      Str("neuron.artifacts_dir", PAGODA_CFG(neuron.artifacts_dir)),
+      Str("neuron.manifest", PAGODA_CFG(neuron.manifest)),
+      Str("neuron.visible_cores", PAGODA_CFG(neuron.visible_cores)),
+      Int("neuron.logical_nc_config", 1, 2, PAGODA_CFG(neuron.logical_nc_config)),
+      Int("neuron.vnc", -1, 1024, PAGODA_CFG(neuron.vnc)),
+      Int("neuron.exec_timeout_s", 1, 3600, PAGODA_CFG(neuron.exec_timeout_s)),
+      Enum("neuron.runtime_log_level", {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"},
+           PAGODA_CFG(neuron.runtime_log_level)),
+      Bool("neuron.warmup", PAGODA_CFG(neuron.warmup)),
+      Str("neuron.buckets_enable", PAGODA_CFG(neuron.buckets_enable)),
       Enum("logging.level", {"trace", "debug", "info", "warn", "error"}, PAGODA_CFG(logging.level)),
       Enum("logging.format", {"text", "json"}, PAGODA_CFG(logging.format)),
   };
@@ -551,6 +562,8 @@ RuntimeOptions ToRuntimeOptions(const PagodaConfig& config) {
       config.engine.policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
   o.max_waiting_requests = config.server.max_waiting_requests;
   o.max_model_len = config.engine.max_model_len;
+  o.backend = config.backend.type;
+  o.neuron = config.neuron;
   return o;
 }
 

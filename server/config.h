@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "kernels/neuron/neuron_options.h"
 #include "tools/runtime.h"
 
 namespace pagoda {
@@ -91,6 +92,7 @@ struct PagodaConfig {
   EngineSection engine;
   KvCacheSection kv_cache;
   BackendSection backend;
+  NeuronOptions neuron;  // used when backend.type is "neuron"
   LoggingSection logging;
   bool operator==(const PagodaConfig&) const = default;
 };

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/neuron/neuron_backend.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
 #include "tools/make_model.h"
@@ -118,9 +119,6 @@ Status Prepare(const PagodaConfig& cfg, Serving& s) {
   PAGODA_RETURN_IF_ERROR(EnsureModel(cfg, &path));
   PAGODA_ASSIGN_OR_RETURN(
       s.model, LoadModel(path, [](const std::string& stage) { spdlog::info("model: {}", stage); }));
-  if (cfg.backend.type != "cpu") {
-    return Unimplemented("backend.type: '" + cfg.backend.type + "' is not available in this build");
-  }
   PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, ToRuntimeOptions(cfg)));
   s.ctx.model_name = cfg.model.name.empty() ? s.model->config.name : cfg.model.name;
   s.metrics = std::make_unique<Metrics>(s.ctx.model_name);
@@ -157,7 +155,7 @@ int RunServer(const PagodaConfig& cfg) {
   if (st.ok() && !creds.ok()) st = creds.status();
   if (!st.ok()) {
     spdlog::error("start-up failed: {}", st.ToString());
-    return kExitStartupFailed;
+    return NeuronStartupExitCode(st, kExitStartupFailed);
   }
   Metrics* metrics = s.metrics.get();
   s.runtime.engine->SetFinishObserver([metrics](const RequestOutput& o) {

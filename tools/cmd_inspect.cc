@@ -3,6 +3,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "kernels/neuron/neuron_backend.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
 #include "tools/commands.h"
@@ -12,6 +13,7 @@ namespace {
 
 struct InspectArgs {
   std::string model;
+  std::string neuron_manifest;
   bool json = false;
   bool all_metadata = false;
 };
@@ -38,6 +40,18 @@ nlohmann::json ConfigJson(const ModelConfig& c) {
 }
 
 int RunInspect(const InspectArgs& args) {
+  if (!args.neuron_manifest.empty()) {
+    const Status st = InspectNeuronManifest(args.neuron_manifest, std::cout);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
+      return NeuronStartupExitCode(st, 1);
+    }
+    return 0;
+  }
+  if (args.model.empty()) {
+    std::fprintf(stderr, "error: give a model file (or --neuron-manifest PATH)\n");
+    return 2;
+  }
   auto file = GgufFile::Open(args.model);
   if (!file.ok()) {
     std::fprintf(stderr, "error: %s\n", file.status().ToString().c_str());
@@ -89,7 +103,9 @@ int RunInspect(const InspectArgs& args) {
 void RegisterInspect(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model file's metadata and tensors");
-  cmd->add_option("model", args->model, "GGUF model file")->required();
+  cmd->add_option("model", args->model, "GGUF model file");
+  cmd->add_option("--neuron-manifest", args->neuron_manifest,
+                  "Validate a Neuron artifacts manifest.json and print its buckets");
   cmd->add_flag("--json", args->json, "Print JSON");
   cmd->add_flag("--all", args->all_metadata, "Print long metadata arrays in full");
   cmd->callback([args, exit_code] { *exit_code = RunInspect(*args); });

@@ -3,6 +3,7 @@
 
 #include "tools/commands.h"
 #include "tools/make_model.h"
+#include "tools/quantize.h"
 
 namespace pagoda::cli {
 namespace {
@@ -14,9 +15,11 @@ struct MakeModelArgs {
 };
 
 int RunMakeModel(MakeModelArgs& args) {
-  const auto dtype = ParseTypeName(args.dtype);
+  // q4_k_m is the Q4_K_M mix, selected by its base type Q4_K (see tools/quantize.h).
+  const auto dtype = ParseQuantMix(args.dtype) == QuantMix::kQ4_K_M ? std::optional(GgmlType::kQ4_K)
+                                                                    : ParseTypeName(args.dtype);
   if (!dtype) {
-    std::fprintf(stderr, "error: --dtype: '%s' (expected f32, f16, bf16 or q8_0)\n",
+    std::fprintf(stderr, "error: --dtype: '%s' (expected f32, f16, bf16, q8_0, q4_0 or q4_k_m)\n",
                  args.dtype.c_str());
     return 2;
   }
@@ -45,10 +48,17 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
   cmd->add_option("--preset", args->options.preset, "tiny | small | medium")
       ->capture_default_str()
       ->check(CLI::IsMember({"tiny", "small", "medium"}));
-  cmd->add_option("--dtype", args->dtype, "f32 | f16 | bf16 | q8_0")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype,
+                  "f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (quantized: the `pagoda quantize` mix)")
+      ->capture_default_str();
   cmd->add_option("--vocab-from", args->options.vocab_from,
                   "tokenizer.model or GGUF to take the vocabulary from (default: built-in "
                   "byte-level vocabulary)");
+  cmd->add_option("--format", args->options.format,
+                  "gguf | safetensors (a Hugging Face directory at --output with the same "
+                  "weights; f32/f16/bf16 and a SentencePiece vocabulary only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gguf", "safetensors"}));
   cmd->add_option("--seed", args->options.seed, "Weight seed")->capture_default_str();
   cmd->add_option("--layers", args->options.n_layers, "Override the preset's layer count")
       ->check(CLI::Range(1, 4096));

@@ -12,5 +12,7 @@ void RegisterInspect(CLI::App& app, int* exit_code);
 void RegisterMakeModel(CLI::App& app, int* exit_code);
 void RegisterServe(CLI::App& app, int* exit_code);
 void RegisterHealth(CLI::App& app, int* exit_code);
+void RegisterBench(CLI::App& app, int* exit_code);
+void RegisterQuantize(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

@@ -3,12 +3,20 @@
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
+#include <tuple>
 
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
+#include "model/model_config.h"
+#include "model/safetensors.h"
 #include "model/tokenizer/sentencepiece_model.h"
+#include "tools/quantize.h"
 
 namespace pagoda {
 namespace {
@@ -166,6 +174,10 @@ std::vector<uint8_t> RandomTensor(const std::string& name, uint64_t seed, int64_
 
 }  // namespace
 
+namespace {
+Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& p);
+}  // namespace
+
 Result<ModelShape> PresetShape(const std::string& preset) {
   // n_embd, n_layers, n_heads, n_kv_heads, n_ff, context, rope theta, tied
   if (preset == "tiny") return ModelShape{256, 4, 8, 2, 768, 1024, 10000.0f, false};
@@ -175,14 +187,20 @@ Result<ModelShape> PresetShape(const std::string& preset) {
 }
 
 Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& progress) {
+  if (o.format == "safetensors") return MakeHfModel(o, progress);  // see GgufToHfDirectory
   PAGODA_ASSIGN_OR_RETURN(ModelShape s, PresetShape(o.preset));
   if (o.n_layers > 0) s.n_layers = o.n_layers;
   if (o.context_length > 0) s.context_length = o.context_length;
   if (!CanQuantize(o.dtype)) {
     return InvalidArgument(std::string("--dtype: ") + TypeName(o.dtype) +
-                           " cannot be written (expected f32, f16, bf16 or q8_0)");
+                           " cannot be written (expected f32, f16, bf16, q8_0, q4_0 or q4_k_m)");
   }
-  if (s.n_embd % TypeTraits(o.dtype).block_size || s.n_ff % TypeTraits(o.dtype).block_size) {
+  // Quantized dtypes follow `pagoda quantize`'s mix (Q4_K selects Q4_K_M), whose per-tensor
+  // fallback handles rows that are not a multiple of the block size.
+  const std::optional<QuantMix> mix = MixForDtype(o.dtype);
+  const MixContext mix_ctx{s.n_layers, !s.tied_embeddings};
+  if (!mix &&
+      (s.n_embd % TypeTraits(o.dtype).block_size || s.n_ff % TypeTraits(o.dtype).block_size)) {
     return InvalidArgument("--dtype: the preset's dims are not a multiple of the block size");
   }
   PAGODA_ASSIGN_OR_RETURN(VocabSource vocab, LoadVocab(o.vocab_from));
@@ -192,7 +210,7 @@ Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, in
   GgufWriter w;
   w.AddString("general.architecture", "llama");
   w.AddString("general.name", "pagoda-synthetic-" + o.preset);
-  w.AddUint32("general.file_type", FileType(o.dtype));
+  w.AddUint32("general.file_type", mix ? QuantMixFileType(*mix) : FileType(o.dtype));
   w.AddUint32("general.quantization_version", 2);
   w.AddUint32("llama.context_length", static_cast<uint32_t>(s.context_length));
   w.AddUint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
@@ -213,10 +231,11 @@ Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, in
                  float lo = 0, float hi = 0) -> Status {
     const bool is_output =
         name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight");
+    std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
+    if (mix) type = TensorTypeForMix(*mix, name, ne, mix_ctx);
     auto data =
         RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi,
                      is_output ? std::span<const float>(output_scales) : std::span<const float>());
-    std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
     PAGODA_RETURN_IF_ERROR(w.AddTensor(name, type, std::move(ne), std::move(data)));
     if (progress) progress(++done, total);
     return Status::Ok();
@@ -246,6 +265,219 @@ Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, in
                                1.0f / std::sqrt(static_cast<float>(s.n_ff))));
   }
   return w.Write(o.output);
+}
+
+// ---- Hugging Face directory output (`--format safetensors`) ----
+namespace {
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+void PutTag(std::string* out, uint32_t field, uint32_t wire) { PutVarint(out, field << 3 | wire); }
+void PutInt(std::string* out, uint32_t field, int64_t v) {
+  PutTag(out, field, 0);
+  PutVarint(out, static_cast<uint64_t>(v));
+}
+void PutBytes(std::string* out, uint32_t field, std::string_view s) {
+  PutTag(out, field, 2);
+  PutVarint(out, s.size());
+  out->append(s);
+}
+
+int64_t GgufIntOr(const GgufFile& f, std::string_view key, int64_t def) {
+  auto v = f.GetInt(key);
+  return v.ok() ? *v : def;
+}
+
+// A SentencePiece ModelProto (BPE) for a GGUF `llama` vocabulary: the inverse of
+// ParseSentencePieceModel (model/tokenizer/sentencepiece_model.h).
+Result<std::string> SentencePieceFromGguf(const GgufFile& f) {
+  const GgufValue* tokens = f.FindArray("tokenizer.ggml.tokens");
+  const GgufValue* scores = f.FindArray("tokenizer.ggml.scores");
+  const GgufValue* types = f.FindArray("tokenizer.ggml.token_type");
+  if (!tokens || tokens->elem_type != GgufType::kString) {
+    return InvalidArgument("metadata 'tokenizer.ggml.tokens': missing or not a string array");
+  }
+  const size_t n = tokens->arr_str.size();
+  std::string out;
+  bool has_bytes = false;
+  for (size_t i = 0; i < n; ++i) {
+    std::string piece;
+    PutBytes(&piece, 1, tokens->arr_str[i]);
+    const float score =
+        scores && i < scores->arr_f.size() ? static_cast<float>(scores->arr_f[i]) : 0;
+    uint32_t bits = 0;
+    std::memcpy(&bits, &score, 4);
+    PutTag(&piece, 2, 5);
+    for (int b = 0; b < 4; ++b) piece.push_back(static_cast<char>(bits >> (8 * b)));
+    const int64_t type = types && i < types->arr_i.size() ? types->arr_i[i] : 1;
+    has_bytes |= type == 6;
+    PutInt(&piece, 3, type);
+    PutBytes(&out, 1, piece);
+  }
+  std::string trainer;
+  PutInt(&trainer, 3, 2);  // model_type = BPE
+  PutInt(&trainer, 35, has_bytes ? 1 : 0);
+  PutInt(&trainer, 40, GgufIntOr(f, "tokenizer.ggml.unknown_token_id", 0));
+  PutInt(&trainer, 41, GgufIntOr(f, "tokenizer.ggml.bos_token_id", 1));
+  PutInt(&trainer, 42, GgufIntOr(f, "tokenizer.ggml.eos_token_id", 2));
+  PutBytes(&out, 2, trainer);
+  std::string normalizer;
+  PutBytes(&normalizer, 1, "identity");
+  auto dummy = f.GetBool("tokenizer.ggml.add_space_prefix");
+  PutInt(&normalizer, 3, dummy.ok() ? *dummy : 1);
+  auto extra = f.GetBool("tokenizer.ggml.remove_extra_whitespaces");
+  PutInt(&normalizer, 4, extra.ok() ? *extra : 0);
+  PutInt(&normalizer, 5, 1);
+  PutBytes(&out, 3, normalizer);
+  return out;
+}
+
+Status WriteTextFile(const std::string& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return NotFound(path + ": cannot create");
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  return out.flush() ? Status::Ok() : DataLoss(path + ": write failed");
+}
+
+// The HF [rows][cols] bytes of a GGUF tensor. Q and K rows (`n_head` heads) are put back from
+// GGUF's interleaved RoPE layout into HF's halves layout: the inverse of llama.cpp
+// convert_hf_to_gguf.py's permute(), i.e. hf[h*hd + j*hd/2 + i] = gguf[h*hd + 2*i + j].
+Result<SafetensorsWriteTensor> HfTensor(const GgufTensor& t, const std::string& hf_name,
+                                        int64_t n_head) {
+  SafetensorsWriteTensor out;
+  out.name = hf_name;
+  if (t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) {
+    out.dtype = t.type == GgmlType::kF32 ? "F32" : (t.type == GgmlType::kF16 ? "F16" : "BF16");
+  } else {
+    return Unimplemented("tensor '" + t.name + "': type " + TypeName(t.type) +
+                         " cannot be written to safetensors (expected f32, f16 or bf16)");
+  }
+  out.shape.assign(t.ne.rbegin(), t.ne.rend());
+  out.data.assign(t.data, t.data + t.nbytes);
+  if (n_head == 0) return out;
+  const int64_t rows = t.ne[1], row_bytes = static_cast<int64_t>(t.nbytes) / rows;
+  const int64_t hd = rows / n_head;
+  if (rows % n_head != 0 || hd % 2 != 0) {
+    return InvalidArgument("tensor '" + t.name + "': rows do not split into even-sized heads");
+  }
+  for (int64_t h = 0; h < n_head; ++h) {
+    for (int64_t i = 0; i < hd / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::memcpy(out.data.data() + (h * hd + j * hd / 2 + i) * row_bytes,
+                    t.data + (h * hd + 2 * i + j) * row_bytes, static_cast<size_t>(row_bytes));
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::vector<SafetensorsWriteTensor>> HfTensors(const GgufFile& f, int64_t n_layers,
+                                                      int64_t n_head, int64_t n_head_kv) {
+  std::vector<std::tuple<std::string, std::string, int64_t>> names = {
+      {"token_embd.weight", "model.embed_tokens.weight", 0},
+      {"output_norm.weight", "model.norm.weight", 0}};
+  if (f.FindTensor("output.weight")) names.emplace_back("output.weight", "lm_head.weight", 0);
+  for (int64_t l = 0; l < n_layers; ++l) {
+    const std::string g = "blk." + std::to_string(l) + ".";
+    const std::string h = "model.layers." + std::to_string(l) + ".";
+    names.emplace_back(g + "attn_norm.weight", h + "input_layernorm.weight", 0);
+    names.emplace_back(g + "attn_q.weight", h + "self_attn.q_proj.weight", n_head);
+    names.emplace_back(g + "attn_k.weight", h + "self_attn.k_proj.weight", n_head_kv);
+    names.emplace_back(g + "attn_v.weight", h + "self_attn.v_proj.weight", 0);
+    names.emplace_back(g + "attn_output.weight", h + "self_attn.o_proj.weight", 0);
+    names.emplace_back(g + "ffn_norm.weight", h + "post_attention_layernorm.weight", 0);
+    names.emplace_back(g + "ffn_gate.weight", h + "mlp.gate_proj.weight", 0);
+    names.emplace_back(g + "ffn_up.weight", h + "mlp.up_proj.weight", 0);
+    names.emplace_back(g + "ffn_down.weight", h + "mlp.down_proj.weight", 0);
+  }
+  std::vector<SafetensorsWriteTensor> out;
+  for (const auto& [gguf_name, hf_name, heads] : names) {
+    const GgufTensor* t = f.FindTensor(gguf_name);
+    if (!t) return InvalidArgument("tensor '" + gguf_name + "' is missing");
+    PAGODA_ASSIGN_OR_RETURN(auto st, HfTensor(*t, hf_name, heads));
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+nlohmann::json HfConfigJson(const ModelConfig& c) {
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
+                      {"model_type", "llama"},
+                      {"hidden_act", "silu"},
+                      {"hidden_size", c.n_embd},
+                      {"intermediate_size", c.n_ff},
+                      {"num_attention_heads", c.n_heads},
+                      {"num_hidden_layers", c.n_layers},
+                      {"num_key_value_heads", c.n_kv_heads},
+                      {"head_dim", c.head_dim},
+                      {"max_position_embeddings", c.context_length},
+                      {"rms_norm_eps", c.rms_eps},
+                      {"rope_theta", c.rope_theta},
+                      {"vocab_size", c.vocab_size},
+                      {"tie_word_embeddings", c.tied_embeddings}};
+  if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
+  if (c.eos_id >= 0) j["eos_token_id"] = c.eos_id;
+  return j;
+}
+
+Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& p) {
+  if (o.dtype != GgmlType::kF32 && o.dtype != GgmlType::kF16 && o.dtype != GgmlType::kBF16) {
+    return InvalidArgument(std::string("--dtype: ") + TypeName(o.dtype) +
+                           " cannot be written to safetensors (expected f32, f16 or bf16)");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.output, ec);
+  if (ec) return NotFound("--output " + o.output + ": cannot create directory: " + ec.message());
+  MakeModelOptions g = o;
+  g.format = "gguf";
+  g.output = o.output + "/.make-model.tmp.gguf";
+  PAGODA_RETURN_IF_ERROR(MakeModel(g, p));
+  auto gguf = GgufFile::Open(g.output);
+  Status st = gguf.ok() ? GgufToHfDirectory(**gguf, o.output) : gguf.status();
+  std::filesystem::remove(g.output, ec);
+  PAGODA_RETURN_IF_ERROR(st);
+  if (!o.vocab_from.empty() && !GgufFile::Open(o.vocab_from).ok()) {  // a tokenizer.model
+    std::filesystem::copy_file(o.vocab_from, o.output + "/tokenizer.model",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return NotFound("--vocab-from " + o.vocab_from + ": cannot copy: " + ec.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GgufToHfDirectory(const GgufFile& f, const std::string& dir) {
+  PAGODA_ASSIGN_OR_RETURN(ModelConfig c, ModelConfigFromGguf(f));
+  if (c.architecture != "llama" || c.rope_dim != c.head_dim) {
+    return Unimplemented("only llama GGUFs with full-head RoPE can be converted to safetensors");
+  }
+  auto tok_model = f.GetString("tokenizer.ggml.model");
+  if (!tok_model.ok() || *tok_model != "llama") {
+    return Unimplemented(
+        "metadata 'tokenizer.ggml.model': only SentencePiece (llama) "
+        "vocabularies can be written as an HF tokenizer (pass a tokenizer.model "
+        "or SentencePiece GGUF as --vocab-from)");
+  }
+  PAGODA_ASSIGN_OR_RETURN(auto tensors, HfTensors(f, c.n_layers, c.n_heads, c.n_kv_heads));
+  PAGODA_RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}}));
+  PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/config.json", HfConfigJson(c).dump(2)));
+  PAGODA_ASSIGN_OR_RETURN(std::string spm, SentencePieceFromGguf(f));
+  PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/tokenizer.model", spm));
+  const GgufValue* toks = f.FindArray("tokenizer.ggml.tokens");
+  auto piece = [&](int32_t id) {
+    return id >= 0 && static_cast<size_t>(id) < toks->arr_str.size() ? toks->arr_str[id] : "";
+  };
+  auto add_bos = f.GetBool("tokenizer.ggml.add_bos_token");
+  nlohmann::json tc = {{"add_bos_token", add_bos.ok() ? *add_bos : true},
+                       {"bos_token", piece(c.bos_id)},
+                       {"eos_token", piece(c.eos_id)}};
+  if (auto t = f.GetString("tokenizer.chat_template"); t.ok()) tc["chat_template"] = *t;
+  return WriteTextFile(dir + "/tokenizer_config.json", tc.dump(2));
 }
 
 }  // namespace pagoda

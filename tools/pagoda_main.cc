@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   pagoda::cli::RegisterMakeModel(app, &exit_code);
   pagoda::cli::RegisterServe(app, &exit_code);
   pagoda::cli::RegisterHealth(app, &exit_code);
+  pagoda::cli::RegisterBench(app, &exit_code);
+  pagoda::cli::RegisterQuantize(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/neuron/neuron_backend.h"
 
 namespace pagoda {
 namespace {
@@ -41,7 +42,14 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
   bo.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
   bo.max_num_seqs = o.scheduler.max_num_seqs;
   Runtime rt;
-  PAGODA_ASSIGN_OR_RETURN(rt.backend, cpu::CpuBackend::Create(model.config, model.weights, bo));
+  if (o.backend == "neuron") {
+    NeuronLimits limits{o.scheduler.max_num_seqs, o.scheduler.max_num_batched_tokens};
+    PAGODA_ASSIGN_OR_RETURN(rt.backend, CreateNeuronBackend(model.config, o.neuron, limits));
+  } else if (o.backend == "cpu") {
+    PAGODA_ASSIGN_OR_RETURN(rt.backend, cpu::CpuBackend::Create(model.config, model.weights, bo));
+  } else {
+    return InvalidArgument("backend.type: '" + o.backend + "' (expected cpu or neuron)");
+  }
   EngineConfig ec;
   ec.scheduler = o.scheduler;
   ec.enable_prefix_caching = o.enable_prefix_caching;

@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "kernels/backend.h"
+#include "kernels/neuron/neuron_options.h"
 #include "model/model.h"
 #include "scheduler/engine.h"
 
@@ -20,7 +21,9 @@ struct RuntimeOptions {
   bool enable_prefix_caching = true;
   SchedulerConfig scheduler;
   int32_t max_waiting_requests = 1024;
-  int32_t max_model_len = 0;  // 0: the model's context length
+  int32_t max_model_len = 0;    // 0: the model's context length
+  std::string backend = "cpu";  // cpu | neuron
+  NeuronOptions neuron;         // backend == "neuron"
 };
 
 struct Runtime {

@@ -6,39 +6,13 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/matmul.h"
+
 namespace pagoda::cpu {
-namespace {
 
-float Dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  float s = 0.0f;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-}  // namespace
-
+// The register-blocked, SIMD-dispatched kernels of kernels/cpu/matmul.h.
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y) {
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.cols));
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.rows, grain),
-                    [&](const tbb::blocked_range<int64_t>& range) {
-                      std::vector<float> row;
-                      if (w.type != GgmlType::kF32) row.resize(static_cast<size_t>(w.cols));
-                      for (int64_t r = range.begin(); r < range.end(); ++r) {
-                        const float* wr = reinterpret_cast<const float*>(w.row(r));
-                        if (w.type != GgmlType::kF32) {
-                          DequantizeRow(w.type, w.row(r), row.data(), w.cols);
-                          wr = row.data();
-                        }
-                        for (int64_t t = 0; t < n_tokens; ++t) {
-                          y[t * w.rows + r] = Dot(wr, x + t * w.cols, w.cols);
-                        }
-                      }
-                    });
+  mm::MatMul(w, x, n_tokens, y);
 }
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {

@@ -249,6 +249,19 @@ class AidreamsTest(unittest.TestCase):
         self.assertGreaterEqual(self.server.metric("pagoda:time_to_first_token_seconds_count"), 3)
 
 
+    def test_bench_serve_smoke(self):
+        proc = subprocess.run([ARGS.pagoda, "bench", "serve", "--server",
+                               f"127.0.0.1:{self.server.port}", "-c", "4", "-n", "8",
+                               "--prompt-len", "8", "--gen-len", "6", "--json"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out = json.loads(proc.stdout)
+        self.assertEqual(out["failed"], 0)
+        self.assertEqual(out["generated_tokens"], 8 * 6)
+        self.assertEqual(out["ttft_s"]["count"], 8)
+        self.assertGreater(out["tokens_per_s"], 0)
+
+
 class LongGenerationTest(unittest.TestCase):
     """Cancellation, deadlines, queue limits and shutdown need long generations: a synthetic model
     with a 1024-token context."""

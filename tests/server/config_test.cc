@@ -99,7 +99,7 @@ TEST(ConfigFiles, DefaultYamlDocumentsEveryDumpedKey) {
   std::set<std::string> dumped, documented;
   CollectLeaves(YAML::Load(DumpConfig(PagodaConfig{})), "", dumped);
   CollectLeaves(YAML::LoadFile(kRoot + "/configs/default.yaml"), "", documented);
-  EXPECT_EQ(dumped.size(), 27u);
+  EXPECT_EQ(dumped.size(), 37u);  // 27 + the 10 neuron keys
   EXPECT_EQ(dumped, documented);
 }
 
@@ -122,7 +122,7 @@ TEST(ConfigFiles, DefaultYamlCommentsEveryKey) {
       EXPECT_TRUE(commented) << "no comment above: " << line;
     }
   }
-  EXPECT_EQ(num_keys, 27);
+  EXPECT_EQ(num_keys, 37);
 }
 
 TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
@@ -548,6 +548,23 @@ TEST(ConfigModelPath, DemoModelFollowsXdgCacheHome) {
   PagodaConfig c;
   c.model.path = "/m.gguf";
   EXPECT_EQ(ResolvedModelPath(c), "/m.gguf");
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(ConfigFiles, NeuronExampleSelectsTheNeuronBackend) {
+  Result<PagodaConfig> r = LoadConfigFile(kRoot + "/configs/neuron.example.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->backend.type, "neuron");
+  EXPECT_FALSE(r->neuron.artifacts_dir.empty());
+  EXPECT_TRUE(ValidateConfig(*r).ok());
+  const RuntimeOptions o = ToRuntimeOptions(*r);
+  EXPECT_EQ(o.backend, "neuron");
+  EXPECT_EQ(o.neuron.logical_nc_config, r->neuron.logical_nc_config);
 }
 
 }  // namespace

@@ -257,3 +257,25 @@ TEST(Cli, HelpWorksForEveryCommand) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// Smoke runs of the benchmark modes (figures are not asserted: benchmarks, not timed tests).
+TEST(Cli, BenchLimitsAndModelSmoke) {
+  auto r = RunPagoda("bench limits --json");
+  ASSERT_EQ(r.exit_code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["read_bandwidth_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["fp32_gflops"].get<double>(), 0.0);
+  r = RunPagoda("bench model --json --prompt-len 8 --gen-len 4 --batch 2 --model " +
+                Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")));
+  ASSERT_EQ(r.exit_code, 0);
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["decode_steps"].get<int>(), 3);
+  EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["bytes_per_decode_step"].get<int64_t>(), 0);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,125 @@
+// Microbenchmarks of kernels/cpu/matmul (y = W x) at TinyLlama-1.1B shapes: q/o 2048x2048,
+// gate/up 5632x2048, down 2048x5632, k/v 256x2048, output 32000x2048 ([rows][cols]), for batch
+// 1 (decode GEMV), 16 (batched decode) and 512 (prefill), per weight type F32, F16, BF16, Q8_0.
+//
+// Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
+// GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
+// 2-core target machine. The level is the best the CPU has; cap it with PAGODA_KERNELS=avx2 etc.
+// Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+#include <tbb/global_control.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "model/tensor_types.h"
+
+namespace pagoda::cpu::mm {
+namespace {
+
+constexpr int kThreads = 2;
+
+struct Shape {
+  const char* name;
+  int64_t rows, cols;
+};
+constexpr Shape kShapes[] = {{"q_o", 2048, 2048},
+                             {"gate_up", 5632, 2048},
+                             {"down", 2048, 5632},
+                             {"k_v", 256, 2048},
+                             {"output", 32000, 2048}};
+constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0};
+
+struct Weights {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+// The most recently used matrix, kept between benchmarks (they run type/shape-major).
+std::unique_ptr<Weights>& Cache() {
+  static std::unique_ptr<Weights> w;
+  return w;
+}
+
+const Weights& GetWeights(GgmlType type, const Shape& s) {
+  std::unique_ptr<Weights>& w = Cache();
+  if (w && w->type == type && w->rows == s.rows && w->cols == s.cols) return *w;
+  w.reset();
+  w = std::make_unique<Weights>();
+  w->type = type;
+  w->rows = s.rows;
+  w->cols = s.cols;
+  const int64_t rb = *RowBytes(type, s.cols);
+  w->bytes.resize(static_cast<size_t>(s.rows * rb));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> row(static_cast<size_t>(s.cols));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    for (float& v : row) v = normal(rng);
+    QuantizeRow(type, row.data(), w->bytes.data() + r * rb, s.cols);
+  }
+  w->view = WeightView{type, w->bytes.data(), s.rows, s.cols, rb};
+  return *w;
+}
+
+void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape) {
+  const int64_t n = state.range(0);
+  const Weights& w = GetWeights(type, shape);
+  std::vector<float> x(static_cast<size_t>(n * shape.cols));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  std::vector<float> y(static_cast<size_t>(n * shape.rows));
+  for (auto _ : state) {
+    MatMul(w.view, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double calls = static_cast<double>(state.iterations());
+  const double bytes = static_cast<double>(w.view.row_bytes * shape.rows) * calls;
+  const double flops = 2.0 * static_cast<double>(shape.rows * shape.cols * n) * calls;
+  state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(KernelName(type, EffectiveSimdLevel({})));
+}
+
+void RegisterAll() {
+  for (GgmlType type : kTypes) {
+    for (const Shape& s : kShapes) {
+      const std::string name = std::string("BM_MatMul/") + TypeName(type) + "/" + s.name + "_" +
+                               std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, s)
+          ->Arg(1)
+          ->Arg(16)
+          ->Arg(512)
+          ->ArgName("batch")
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.3)
+          ->UseRealTime();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::cpu::mm
+
+int main(int argc, char** argv) {
+  tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
+                              pagoda::cpu::mm::kThreads);
+  std::printf("matmul level: %s (best %s)\n",
+              pagoda::cpu::mm::SimdLevelName(pagoda::cpu::mm::DefaultMaxSimdLevel()),
+              pagoda::cpu::mm::SimdLevelName(pagoda::cpu::mm::BestSimdLevel()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  pagoda::cpu::mm::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

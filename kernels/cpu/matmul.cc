@@ -1,0 +1,244 @@
+#include "kernels/cpu/matmul.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/matmul_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PAGODA_MM_X86 1
+#else
+#define PAGODA_MM_X86 0
+#endif
+
+namespace pagoda::cpu::mm {
+namespace {
+
+using internal::ActFormat;
+using internal::Activations;
+using internal::Kernel;
+
+constexpr int64_t kQ8Block = 32;
+constexpr int64_t kTileBytes = 256 * 1024;   // weight bytes per row tile (L2-sized)
+constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token chunk
+constexpr int64_t kMinTiles = 8;             // tasks per call, for load balance
+
+// ------------------------------------------------------------------------- portable F32 ----
+
+float DotPortable(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  float s = 0.0f;
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void BlockF32Portable(const uint8_t* w, int64_t w_stride, int64_t nr, const Activations& a,
+                      int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const float* wr = reinterpret_cast<const float*>(w + r * w_stride);
+    for (int64_t t = 0; t < nt; ++t) {
+      y[t * ldy + r] = DotPortable(wr, a.x + (t0 + t) * a.cols, a.cols);
+    }
+  }
+}
+
+// The kernel for `type` at `level`; fn == nullptr means "dequantize, then use F32's".
+Kernel SelectKernel(SimdLevel level, GgmlType type) {
+  if (level != SimdLevel::kPortable) return internal::X86Kernel(level, type);
+  if (type == GgmlType::kF32) return {BlockF32Portable, ActFormat::kF32, "portable/f32"};
+  return {};
+}
+
+// --------------------------------------------------------------------- activation prep ----
+
+inline uint16_t ToBf16(float f) {  // round to nearest even (NaN: quiet, sign kept)
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// One token: xq / xd blocks of 32 (d = amax / 127, q = round-to-nearest-even(x / d)).
+void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
+  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
+    const int64_t c0 = b * kQ8Block;
+    const int64_t n = std::clamp<int64_t>(cols - c0, 0, kQ8Block);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[c0 + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    xd[b] = d;
+    for (int64_t i = 0; i < kQ8Block; ++i) {
+      // Adding and subtracting 1.5 * 2^23 rounds to nearest even (|x * id| <= 127).
+      const float v = i < n ? x[c0 + i] * id : 0.0f;
+      const float q = (v + 12582912.0f) - 12582912.0f;
+      xq[c0 + i] = static_cast<int8_t>(q);
+    }
+  }
+}
+
+// Owned storage behind an Activations view.
+struct PreparedActivations {
+  std::vector<uint16_t> xb;
+  std::vector<int8_t> xq;
+  std::vector<float> xd;
+  Activations view;
+};
+
+void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, PreparedActivations& p) {
+  p.view.x = x;
+  p.view.cols = cols;
+  if (format == ActFormat::kF32) return;
+  const int64_t align = format == ActFormat::kBf16 ? 32 : 2 * kQ8Block;
+  const int64_t ld = (cols + align - 1) / align * align;
+  p.view.ld = ld;
+  if (format == ActFormat::kBf16) {
+    p.xb.assign(static_cast<size_t>(n * ld), 0);
+  } else {
+    p.xq.resize(static_cast<size_t>(n * ld));
+    p.xd.resize(static_cast<size_t>(n * ld / kQ8Block));
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t t = r.begin(); t < r.end(); ++t) {
+      const float* xt = x + t * cols;
+      if (format == ActFormat::kBf16) {
+        for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
+      } else {
+        QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
+      }
+    }
+  });
+  p.view.xb = p.xb.data();
+  p.view.xq = p.xq.data();
+  p.view.xd = p.xd.data();
+}
+
+// Rows per task: about kTileBytes of weights, a multiple of 4, at least kMinTiles tasks.
+int64_t TileRows(int64_t rows, int64_t row_bytes) {
+  int64_t tile = std::max<int64_t>(4, kTileBytes / std::max<int64_t>(1, row_bytes) / 4 * 4);
+  const int64_t balanced = ((rows + kMinTiles - 1) / kMinTiles + 3) / 4 * 4;
+  return std::max<int64_t>(4, std::min(tile, balanced));
+}
+
+}  // namespace
+
+SimdLevel BestSimdLevel() {
+  static const SimdLevel level = [] {
+#if PAGODA_MM_X86
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512dq");
+    if (avx512 && __builtin_cpu_supports("avx512vnni")) {
+      return __builtin_cpu_supports("avx512bf16") ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512Vnni;
+    }
+    if (avx512) return SimdLevel::kAvx512;
+    if (avx2) return SimdLevel::kAvx2;
+#endif
+    return SimdLevel::kPortable;
+  }();
+  return level;
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return "portable";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+    case SimdLevel::kAvx512Vnni:
+      return "avx512vnni";
+    case SimdLevel::kAvx512Bf16:
+      return "avx512bf16";
+  }
+  return "?";
+}
+
+std::optional<SimdLevel> ParseSimdLevel(std::string_view name) {
+  if (name == "auto") return BestSimdLevel();
+  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
+                      SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
+    if (name == SimdLevelName(l)) return l;
+  }
+  return std::nullopt;
+}
+
+SimdLevel DefaultMaxSimdLevel() {
+  static const SimdLevel level = [] {
+    const char* env = std::getenv("PAGODA_KERNELS");
+    const std::optional<SimdLevel> cap = ParseSimdLevel(env != nullptr ? env : "auto");
+    return std::min(cap.value_or(BestSimdLevel()), BestSimdLevel());
+  }();
+  return level;
+}
+
+SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
+  return std::min(options.max_level, BestSimdLevel());
+}
+
+const char* KernelName(GgmlType type, SimdLevel level) {
+  level = std::min(level, BestSimdLevel());
+  const Kernel k = SelectKernel(level, type);
+  if (k.fn != nullptr) return k.name;
+  constexpr const char* kNames[] = {"portable/dequant+f32", "avx2/dequant+f32",
+                                    "avx512/dequant+f32", "avx512vnni/dequant+f32",
+                                    "avx512bf16/dequant+f32"};
+  return kNames[static_cast<int>(level)];
+}
+
+void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+            const MatMulOptions& options) {
+  if (n_tokens <= 0 || w.rows <= 0) return;
+  const SimdLevel level = EffectiveSimdLevel(options);
+  Kernel kernel = SelectKernel(level, w.type);
+  const bool dequantize = kernel.fn == nullptr;
+  if (dequantize) kernel = SelectKernel(level, GgmlType::kF32);
+  PreparedActivations acts;
+  Prepare(kernel.act, x, n_tokens, w.cols, acts);
+
+  const int64_t rows = w.rows;
+  const int64_t tile = TileRows(rows, dequantize ? w.cols * 4 : w.row_bytes);
+  const int64_t chunk = std::max<int64_t>(4, kChunkBytes / std::max<int64_t>(1, w.cols * 4));
+  const int64_t n_tiles = (rows + tile - 1) / tile;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n_tiles, 1),
+      [&](const tbb::blocked_range<int64_t>& range) {
+        std::vector<float> rows_f32;
+        for (int64_t i = range.begin(); i < range.end(); ++i) {
+          const int64_t r0 = i * tile;
+          const int64_t nr = std::min(tile, rows - r0);
+          const uint8_t* wt = w.row(r0);
+          int64_t stride = w.row_bytes;
+          if (dequantize) {
+            rows_f32.resize(static_cast<size_t>(nr * w.cols));
+            for (int64_t r = 0; r < nr; ++r) {
+              DequantizeRow(w.type, w.row(r0 + r), rows_f32.data() + r * w.cols, w.cols);
+            }
+            wt = reinterpret_cast<const uint8_t*>(rows_f32.data());
+            stride = w.cols * 4;
+          }
+          for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+            const int64_t nt = std::min(chunk, n_tokens - t0);
+            kernel.fn(wt, stride, nr, acts.view, t0, nt, y + t0 * rows + r0, rows);
+          }
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+}  // namespace pagoda::cpu::mm

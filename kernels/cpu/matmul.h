@@ -1,0 +1,69 @@
+// Fast y = W x against a typed weight matrix for every batch size (GEMV for one token, a
+// register-blocked GEMM for batched decode and prefill), with one implementation per
+// instruction-set level chosen at run time.
+//
+// Layouts: W is a WeightView [rows][cols] in its GGML type (row r at w.row(r)); activations x are
+// row-major fp32 [n_tokens][cols]; the output y is row-major fp32 [n_tokens][rows]:
+//   y[t * rows + r] = sum_c W[r][c] * x[t][c].
+//
+// Per weight type and level:
+//   F32 / F16 / BF16: fp32 FMA dot products; F16 (F16C / AVX-512) and BF16 (shift) are widened to
+//     fp32 in registers. At kAvx512Bf16, BF16 weights use vdpbf16ps with the activations rounded
+//     to bf16 (relative error about 2^-8 of sum |w||x|).
+//   Q8_0: the activations are quantized per call to int8 blocks of 32 with an fp32 scale
+//     (d = amax / 127, round to nearest even) and dotted in int32 per block: AVX2 / AVX-512
+//     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with (x + 128) and a -128 sum(w)
+//     correction. Error: at most sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
+//   Other dequantizable types (Q4_0, Q4_K, Q6_K, ...): each row tile is dequantized to fp32 and
+//     multiplied with the level's F32 kernel.
+// Every output element is computed by one task in a fixed order: results do not depend on the
+// number of threads (they do depend on the level).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "model/weights.h"
+
+namespace pagoda::cpu::mm {
+
+// Each level includes the ones below it (every CPU with AVX512-BF16 also has AVX512-VNNI).
+//   kAvx2: AVX2 + FMA + F16C.  kAvx512: AVX-512 F/BW/VL/DQ.  kAvx512Vnni: + VNNI.
+//   kAvx512Bf16: + BF16.
+enum class SimdLevel : int8_t {
+  kPortable = 0,
+  kAvx2 = 1,
+  kAvx512 = 2,
+  kAvx512Vnni = 3,
+  kAvx512Bf16 = 4,
+};
+
+// The best level this CPU supports (detected once, thread-safe).
+SimdLevel BestSimdLevel();
+const char* SimdLevelName(SimdLevel level);
+// Parses a `--kernels` value: "portable", "avx2", "avx512", "avx512vnni", "avx512bf16" or "auto"
+// (= BestSimdLevel()). nullopt when unknown.
+std::optional<SimdLevel> ParseSimdLevel(std::string_view name);
+// The process-wide cap: BestSimdLevel(), lowered by the environment variable PAGODA_KERNELS
+// (same values as ParseSimdLevel) when it is set at start-up. Read once, on the first call.
+SimdLevel DefaultMaxSimdLevel();
+
+struct MatMulOptions {
+  // Highest level used; the effective level is min(max_level, BestSimdLevel()).
+  SimdLevel max_level = DefaultMaxSimdLevel();
+};
+
+// The level MatMul runs at for these options.
+SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
+// Describes the kernel used for `type` at `level`, e.g. "avx512vnni/q8_0" or
+// "avx512/dequant+f32" (for benchmarks and logs).
+const char* KernelName(GgmlType type, SimdLevel level);
+
+// y: [n_tokens][w.rows], x: [n_tokens][w.cols] (see the layouts above). Parallel over row tiles
+// (oneTBB, the current arena); each weight row is read once per call for up to 32 tokens
+// (about 256 KiB of activations), once per such token chunk beyond that.
+void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+            const MatMulOptions& options = {});
+
+}  // namespace pagoda::cpu::mm

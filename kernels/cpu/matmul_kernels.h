@@ -1,0 +1,44 @@
+// Internal interface between the MatMul driver (matmul.cc) and its per-level kernels
+// (matmul_x86.cc). Not for use outside kernels/cpu/matmul*.
+//
+// Prepared activations of one call (n tokens), built once by the driver:
+//   kF32:  x  fp32 [n][cols]                 (the caller's x)
+//   kBf16: xb bf16 [n][ld]                   (ld = cols rounded up to 32, zero padded)
+//   kQ8:   xq int8 [n][ld], blocks of 32     (ld = cols rounded up to 64: an even block count,
+//          xd fp32 [n][ld / 32] block scales   zero padded, scale 0 in the padding)
+//          x[t][c] ~= xd[t][c / 32] * xq[t][c]
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+
+namespace pagoda::cpu::mm::internal {
+
+enum class ActFormat : int8_t { kF32, kBf16, kQ8 };
+
+struct Activations {
+  const float* x = nullptr;
+  const uint16_t* xb = nullptr;
+  const int8_t* xq = nullptr;
+  const float* xd = nullptr;
+  int64_t cols = 0;
+  int64_t ld = 0;  // row stride of xb / xq in elements
+};
+
+// A block of rows x tokens: y[t * ldy + r] = sum_c W[r][c] x[t0 + t][c] for r < nr, t < nt.
+// Row r of the weights starts at w + r * w_stride bytes (cols elements in the kernel's type).
+using BlockFn = void (*)(const uint8_t* w, int64_t w_stride, int64_t nr, const Activations& a,
+                         int64_t t0, int64_t nt, float* y, int64_t ldy);
+
+struct Kernel {
+  BlockFn fn = nullptr;  // nullptr: no kernel for this type (dequantize to F32 first)
+  ActFormat act = ActFormat::kF32;
+  const char* name = "";
+};
+
+// The x86 kernel for `type` at `level` (a level the CPU supports, above kPortable); fn == nullptr
+// when there is none. Defined in matmul_x86.cc; always empty off x86-64.
+Kernel X86Kernel(SimdLevel level, GgmlType type);
+
+}  // namespace pagoda::cpu::mm::internal

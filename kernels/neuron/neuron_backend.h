@@ -1,0 +1,120 @@
+// NeuronBackend: a Backend that executes pre-compiled whole-model programs (NEFFs, one per phase
+// and bucket, described by manifest.json) through the Neuron runtime C API, loaded with dlopen.
+//
+// Device state is allocated once and shared by every program: the paged KV pool (per layer, K and
+// V, each [num_blocks][n_kv_heads][block_size][head_dim]) and the "separate" weights, bound by
+// name into each program's input set. Per-step inputs (ids, positions, slots, block tables,
+// context lengths) go into preallocated tensors; logits come back to the host, where the engine
+// samples. A step runs as decode execution(s) then prefill execution(s), each on the smallest
+// program (bucket) that fits, padded with the manifest's sentinels; a step larger than every
+// bucket is split over several executions, so any batch within capabilities() can run.
+//
+// Status handling (neuron-backend.md 2.2): request-level codes (1002/1003/1006) fail the step
+// (INTERNAL) and the backend keeps serving; NRT_QUEUE_FULL is retried; every other code fails
+// the step and marks the backend unhealthy (healthy() false; later steps fail fast).
+// Ownership: the backend owns every runtime object it creates and releases them in its
+// destructor (tensor sets, tensors, models, then nrt_close). One engine thread calls Execute.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/backend.h"
+#include "kernels/neuron/manifest.h"
+#include "kernels/neuron/neuron_options.h"
+#include "kernels/neuron/nrt_loader.h"
+#include "model/model_config.h"
+
+namespace pagoda {
+
+// Process exit codes for a failed Neuron start-up (server/server.h has 0, 1 and 2).
+inline constexpr int kExitNeuronBadConfig = 2;  // config vs environment conflict (= kExitBadConfig)
+inline constexpr int kExitNeuronUnavailable = 3;  // libnrt or a symbol missing, nrt_init failed
+inline constexpr int kExitNeuronArtifacts = 4;    // manifest invalid / mismatch, LNC mismatch
+
+// The exit code for a start-up Status: the codes above for errors from the Neuron backend
+// (messages starting "neuron backend: "), `fallback` for anything else.
+int NeuronStartupExitCode(const Status& status, int fallback);
+
+struct NeuronLimits {
+  int32_t max_num_seqs = 64;  // reported as capabilities (steps are split over buckets)
+  int32_t max_num_batched_tokens = 2048;
+};
+
+namespace neuron {
+
+class NeuronBackend final : public Backend {
+ public:
+  // Runs the start-up sequence of neuron-backend.md 5.5. `config` must outlive the backend.
+  // Errors: see NeuronStartupExitCode; every message starts with "neuron backend: ".
+  static Result<std::unique_ptr<NeuronBackend>> Create(const ModelConfig& config,
+                                                       const NeuronOptions& options,
+                                                       const NeuronLimits& limits);
+  ~NeuronBackend() override;
+
+  // See Backend::Execute. INTERNAL names the program and the runtime status on device failure.
+  Status Execute(const StepBatch& batch, std::span<float> logits) override;
+  const BackendCapabilities& capabilities() const override { return caps_; }
+  int32_t vocab_size() const override { return manifest_.vocab; }
+
+  bool healthy() const { return healthy_; }
+  // Reads layer `layer`'s K (v=false) or V pool back to the host (tests, debugging).
+  Status ReadKv(int layer, bool v, std::vector<std::byte>* out) const;
+  int64_t num_executions() const { return num_executions_; }
+
+ private:
+  struct Program {
+    ManifestProgram spec;
+    nrt_model_t* model = nullptr;
+    nrt_tensor_set_t* inputs = nullptr;
+    nrt_tensor_set_t* outputs = nullptr;
+    std::vector<nrt_tensor_t*> io;  // by IoRoles() index
+  };
+
+  NeuronBackend(neuron::LoadedNrt nrt, NeuronManifest manifest, const NeuronOptions& options);
+  Status Init();
+  Status LoadProgram(const ManifestProgram& spec);
+  Status AllocateState();
+  Status BindProgram(Program& p);
+  Status Warmup();
+  Status Check(NRT_STATUS s, const std::string& what);
+  Status Validate(const StepBatch& b, std::span<float> logits) const;
+  Status CopyBlocks(std::span<const BlockCopy> copies);
+  Status RunDecodes(const StepBatch& b, size_t first, size_t end, float*& out);
+  Status RunPrefill(const StepBatch& b, const StepSequence& s, float*& out);
+  Status RunProgram(Program& p, int32_t logit_rows, float* out);
+  void ResetStaging(const Program& p);
+  Status Allocate(size_t bytes, const std::string& name, nrt_tensor_t** t);
+
+  LoadedNrt nrt_;
+  const NrtApi& api_;
+  NeuronManifest manifest_;
+  NeuronOptions options_;
+  BackendCapabilities caps_;
+  bool initialized_ = false;
+  bool healthy_ = true;
+  int64_t num_executions_ = 0;
+  std::vector<Program> programs_;
+  std::vector<ManifestProgram> specs_;  // programs_[i].spec, for the bucket choice
+  std::vector<nrt_tensor_t*> kv_;       // [layer * 2 + (v ? 1 : 0)]
+  std::vector<nrt_tensor_t*> weights_;
+  std::vector<nrt_tensor_t*> io_tensors_;  // every per-program I/O tensor (owned)
+  // Host staging, sized for the largest program (no per-step allocation).
+  std::vector<int32_t> ids_, pos_, slots_, table_, ctx_;
+  std::vector<float> decode_logits_;
+};
+
+}  // namespace neuron
+
+// The factory tools/runtime.cc calls for `backend.type: neuron`.
+Result<std::unique_ptr<Backend>> CreateNeuronBackend(const ModelConfig& config,
+                                                     const NeuronOptions& options,
+                                                     const NeuronLimits& limits);
+
+// `pagoda inspect --neuron-manifest PATH`: validates the manifest and prints its buckets.
+Status InspectNeuronManifest(const std::string& path, std::ostream& out);
+
+}  // namespace pagoda

@@ -1,0 +1,443 @@
+#include "model/hf_model.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "model/tokenizer/bpe_tokenizer.h"
+#include "model/tokenizer/sentencepiece_model.h"
+#include "model/tokenizer/spm_tokenizer.h"
+#include "model/tokenizer/tokenizer_json.h"
+
+namespace pagoda {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr uint64_t kMaxJsonFileBytes = uint64_t{256} << 20;
+
+bool FileExists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return NotFound(path + ": cannot open");
+  const std::streamoff size = in.tellg();
+  if (size < 0) return DataLoss(path + ": cannot determine the size");
+  if (static_cast<uint64_t>(size) > kMaxJsonFileBytes) {
+    return ResourceExhausted(path + ": " + std::to_string(size) + " bytes, over the limit");
+  }
+  std::string s(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(s.data(), size)) return DataLoss(path + ": read failed");
+  return s;
+}
+
+Result<Json> ParseJsonText(std::string_view text, const std::string& what) {
+  try {
+    Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + ": not a JSON object");
+    return j;
+  } catch (const std::exception& e) {
+    return InvalidArgument(what + ": " + e.what());
+  }
+}
+
+// Reads `key` as an integer in [lo, hi]; absent or null keeps *out unless required.
+Status GetInt(const Json& j, const char* key, bool required, int64_t lo, int64_t hi, int32_t* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    return required ? InvalidArgument(std::string("config.json: ") + key + ": missing")
+                    : Status::Ok();
+  }
+  if (!it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+    return InvalidArgument(std::string("config.json: ") + key + ": " + it->dump(-1).substr(0, 40) +
+                           " (expected an integer in " + std::to_string(lo) + ".." +
+                           std::to_string(hi) + ")");
+  }
+  *out = static_cast<int32_t>(it->get<int64_t>());
+  return Status::Ok();
+}
+
+Status GetPositiveFloat(const Json& j, const char* key, const std::string& prefix, float* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number() || !(it->get<double>() > 0.0) || it->get<double>() > 1e12) {
+    return InvalidArgument(prefix + key + ": " + it->dump(-1).substr(0, 40) +
+                           " (expected a positive number)");
+  }
+  *out = static_cast<float>(it->get<double>());
+  return Status::Ok();
+}
+
+Result<bool> GetBool(const Json& j, const char* key, bool def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  if (!it->is_boolean()) {
+    return InvalidArgument(std::string("config.json: ") + key + ": expected true or false");
+  }
+  return it->get<bool>();
+}
+
+// bos_token_id / eos_token_id: an int, a list of ints, or null. Returns the ids (maybe none).
+Result<std::vector<int32_t>> GetTokenIds(const Json& j, const char* key, const std::string& file) {
+  std::vector<int32_t> ids;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return ids;
+  const Json list = it->is_array() ? *it : Json::array({*it});
+  for (const Json& v : list) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return InvalidArgument(file + ": " + key + ": " + v.dump(-1).substr(0, 40) +
+                             " (expected a token id or a list of them)");
+    }
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return ids;
+}
+
+Status ReadArchitecture(const Json& j, ModelConfig* c) {
+  auto it = j.find("architectures");
+  if (it == j.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
+    return InvalidArgument("config.json: architectures: missing or not a list of strings");
+  }
+  const std::string arch = (*it)[0].get<std::string>();
+  c->name = arch;
+  c->rope_layout = RopeLayout::kHalves;
+  if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM") {
+    c->architecture = arch == "LlamaForCausalLM" ? "llama" : "mistral";
+  } else if (arch == "Qwen2ForCausalLM") {
+    c->architecture = "qwen2";
+    c->has_qkv_bias = true;
+  } else if (arch == "Qwen3ForCausalLM") {
+    c->architecture = "qwen3";
+    c->has_qk_norm = true;
+  } else {
+    return Unimplemented("config.json: architectures[0]: '" + arch +
+                         "' is not supported (expected LlamaForCausalLM, MistralForCausalLM, "
+                         "Qwen2ForCausalLM or Qwen3ForCausalLM)");
+  }
+  auto act = j.find("hidden_act");
+  if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
+    return Unimplemented("config.json: hidden_act: " + act->dump(-1).substr(0, 40) +
+                         " is not supported (expected \"silu\")");
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    PAGODA_ASSIGN_OR_RETURN(bool bias, GetBool(j, key, false));
+    if (bias && c->architecture != "qwen2") {
+      return Unimplemented(std::string("config.json: ") + key + ": true is not supported");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadRopeScaling(const Json& j, ModelConfig* c) {
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  const std::string p = "config.json: rope_scaling.";
+  if (!it->is_object()) return InvalidArgument("config.json: rope_scaling: expected an object");
+  auto type = it->find("rope_type");
+  if (type == it->end()) type = it->find("type");
+  if (type == it->end() || !type->is_string()) return InvalidArgument(p + "type: missing");
+  const std::string t = type->get<std::string>();
+  if (t == "default") return Status::Ok();
+  if (t != "linear" && t != "llama3") {
+    return Unimplemented(p + "type: '" + t + "' is not supported (expected linear or llama3)");
+  }
+  c->rope_scaling = t == "linear" ? RopeScaling::kLinear : RopeScaling::kLlama3;
+  if (!it->contains("factor")) return InvalidArgument(p + "factor: missing");
+  PAGODA_RETURN_IF_ERROR(GetPositiveFloat(*it, "factor", p, &c->rope_scaling_factor));
+  if (c->rope_scaling == RopeScaling::kLinear) return Status::Ok();
+  PAGODA_RETURN_IF_ERROR(GetPositiveFloat(*it, "low_freq_factor", p, &c->rope_low_freq_factor));
+  PAGODA_RETURN_IF_ERROR(GetPositiveFloat(*it, "high_freq_factor", p, &c->rope_high_freq_factor));
+  if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+    return InvalidArgument(p + "high_freq_factor: must exceed low_freq_factor");
+  }
+  auto orig = it->find("original_max_position_embeddings");
+  if (orig == it->end() || !orig->is_number_integer() || orig->get<int64_t>() < 1 ||
+      orig->get<int64_t>() > (1 << 24)) {
+    return InvalidArgument(p + "original_max_position_embeddings: missing or out of range");
+  }
+  c->rope_original_context = static_cast<int32_t>(orig->get<int64_t>());
+  return Status::Ok();
+}
+
+Status ReadDims(const Json& j, ModelConfig* c) {
+  constexpr int64_t kMaxDim = 1 << 20;
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "hidden_size", true, 1, kMaxDim, &c->n_embd));
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "num_hidden_layers", true, 1, 4096, &c->n_layers));
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "num_attention_heads", true, 1, 4096, &c->n_heads));
+  c->n_kv_heads = c->n_heads;
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "num_key_value_heads", false, 1, 4096, &c->n_kv_heads));
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "intermediate_size", true, 1, kMaxDim, &c->n_ff));
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "vocab_size", true, 1, 1 << 24, &c->vocab_size));
+  PAGODA_RETURN_IF_ERROR(
+      GetInt(j, "max_position_embeddings", true, 1, 1 << 24, &c->context_length));
+  c->head_dim = c->n_embd / c->n_heads;
+  PAGODA_RETURN_IF_ERROR(GetInt(j, "head_dim", false, 1, 4096, &c->head_dim));
+  c->rope_dim = c->head_dim;
+  auto partial = j.find("partial_rotary_factor");
+  if (partial != j.end() && !(partial->is_number() && partial->get<double>() == 1.0)) {
+    return Unimplemented("config.json: partial_rotary_factor: only 1.0 is supported");
+  }
+  PAGODA_RETURN_IF_ERROR(GetPositiveFloat(j, "rms_norm_eps", "config.json: ", &c->rms_eps));
+  PAGODA_RETURN_IF_ERROR(GetPositiveFloat(j, "rope_theta", "config.json: ", &c->rope_theta));
+  PAGODA_ASSIGN_OR_RETURN(c->tied_embeddings, GetBool(j, "tie_word_embeddings", false));
+  PAGODA_ASSIGN_OR_RETURN(bool use_window, GetBool(j, "use_sliding_window", false));
+  if (c->architecture == "mistral" || use_window) {
+    PAGODA_RETURN_IF_ERROR(GetInt(j, "sliding_window", false, 0, 1 << 24, &c->sliding_window));
+  }
+  return Status::Ok();
+}
+
+// Applies bos/eos ids from config.json or generation_config.json (`file`), if present.
+Status ApplyTokenIds(const Json& j, const std::string& file, ModelConfig* c) {
+  PAGODA_ASSIGN_OR_RETURN(auto bos, GetTokenIds(j, "bos_token_id", file));
+  PAGODA_ASSIGN_OR_RETURN(auto eos, GetTokenIds(j, "eos_token_id", file));
+  for (const auto& [ids, name] : {std::pair{&bos, "bos_token_id"}, {&eos, "eos_token_id"}}) {
+    for (int32_t id : *ids) {
+      if (c->vocab_size > 0 && id >= c->vocab_size) {
+        return InvalidArgument(file + ": " + name + ": " + std::to_string(id) +
+                               " is outside the vocabulary of " + std::to_string(c->vocab_size));
+      }
+    }
+  }
+  if (!bos.empty()) c->bos_id = bos[0];
+  if (!eos.empty()) {
+    c->eos_id = eos[0];
+    c->eos_ids = eos;
+  }
+  return Status::Ok();
+}
+
+// ---- weights ----
+
+struct Binder {
+  const SafetensorsSet& set;
+  std::vector<std::vector<uint8_t>>* copies;
+
+  Result<const SafetensorsTensor*> Find(const std::string& name,
+                                        const std::vector<int64_t>& shape) const {
+    const SafetensorsTensor* t = set.Find(name);
+    if (!t) return InvalidArgument("tensor '" + name + "' is missing");
+    const std::string where = "tensor '" + name + "' (" + set.FileOf(name) + ")";
+    if (t->shape != shape) {
+      SafetensorsTensor want;
+      want.shape = shape;
+      return InvalidArgument(where + ": shape " + t->ShapeString() + ", expected " +
+                             want.ShapeString());
+    }
+    Status st = t->CheckSupported();
+    if (!st.ok()) return st.WithPrefix(set.FileOf(name));
+    return t;
+  }
+
+  const uint8_t* Aligned(const SafetensorsTensor& t) const {
+    const size_t elem = t.type == GgmlType::kF32 ? 4 : 2;
+    if (reinterpret_cast<uintptr_t>(t.data) % elem == 0) return t.data;
+    copies->emplace_back(t.data, t.data + t.nbytes());
+    return copies->back().data();
+  }
+
+  Result<WeightView> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    PAGODA_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name, {rows, cols}));
+    return WeightView{*t->type, Aligned(*t), rows, cols, *RowBytes(*t->type, cols)};
+  }
+
+  Result<std::vector<float>> Vector(const std::string& name, int64_t n) const {
+    PAGODA_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name, {n}));
+    std::vector<float> v(static_cast<size_t>(n));
+    if (*t->type == GgmlType::kF32) {
+      std::memcpy(v.data(), t->data, static_cast<size_t>(n) * 4);  // may be misaligned
+    } else {
+      std::vector<uint8_t> raw(t->data, t->data + t->nbytes());
+      DequantizeRow(*t->type, raw.data(), v.data(), n);
+    }
+    return v;
+  }
+};
+
+Result<LayerWeights> BindHfLayer(const Binder& b, const ModelConfig& c, int layer) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  const std::string a = p + "self_attn.";
+  LayerWeights w;
+  PAGODA_ASSIGN_OR_RETURN(w.attn_norm, b.Vector(p + "input_layernorm.weight", c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.wq, b.Matrix(a + "q_proj.weight", c.q_dim(), c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.wk, b.Matrix(a + "k_proj.weight", c.kv_dim(), c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.wv, b.Matrix(a + "v_proj.weight", c.kv_dim(), c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.wo, b.Matrix(a + "o_proj.weight", c.n_embd, c.q_dim()));
+  if (c.has_qkv_bias) {
+    PAGODA_ASSIGN_OR_RETURN(w.bq, b.Vector(a + "q_proj.bias", c.q_dim()));
+    PAGODA_ASSIGN_OR_RETURN(w.bk, b.Vector(a + "k_proj.bias", c.kv_dim()));
+    PAGODA_ASSIGN_OR_RETURN(w.bv, b.Vector(a + "v_proj.bias", c.kv_dim()));
+  }
+  if (c.has_qk_norm) {
+    PAGODA_ASSIGN_OR_RETURN(w.q_norm, b.Vector(a + "q_norm.weight", c.head_dim));
+    PAGODA_ASSIGN_OR_RETURN(w.k_norm, b.Vector(a + "k_norm.weight", c.head_dim));
+  }
+  PAGODA_ASSIGN_OR_RETURN(w.ffn_norm, b.Vector(p + "post_attention_layernorm.weight", c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.w_gate, b.Matrix(p + "mlp.gate_proj.weight", c.n_ff, c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.w_up, b.Matrix(p + "mlp.up_proj.weight", c.n_ff, c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.w_down, b.Matrix(p + "mlp.down_proj.weight", c.n_embd, c.n_ff));
+  return w;
+}
+
+// ---- tokenizer ----
+
+// A special-token entry of tokenizer_config.json: "text" or {"content": "text", ...}.
+std::string SpecialTokenText(const Json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto c = it->find("content");
+    if (c != it->end() && c->is_string()) return c->get<std::string>();
+  }
+  return "";
+}
+
+std::string ChatTemplateFrom(const Json& cfg) {
+  auto it = cfg.find("chat_template");
+  if (it == cfg.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) return "";
+  std::string first;
+  for (const Json& e : *it) {
+    if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) continue;
+    const std::string t = e["template"].get<std::string>();
+    if (first.empty()) first = t;
+    if (e.contains("name") && e["name"] == "default") return t;
+  }
+  return first;
+}
+
+int32_t FindToken(const std::vector<std::string>& tokens, const std::string& text) {
+  if (text.empty()) return -1;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] == text) return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+// Overrides from tokenizer_config.json, then the model config's ids when still unset.
+template <typename Vocab>
+void ApplyTokenizerConfig(const Json& cfg, const std::vector<std::string>& tokens,
+                          const ModelConfig& c, Vocab* v) {
+  const int32_t bos = FindToken(tokens, SpecialTokenText(cfg, "bos_token"));
+  const int32_t eos = FindToken(tokens, SpecialTokenText(cfg, "eos_token"));
+  if (bos >= 0) v->bos_id = bos;
+  if (eos >= 0) v->eos_id = eos;
+  const auto n = static_cast<int32_t>(tokens.size());
+  if (v->bos_id < 0 && c.bos_id >= 0 && c.bos_id < n) v->bos_id = c.bos_id;
+  if (v->eos_id < 0 && c.eos_id >= 0 && c.eos_id < n) v->eos_id = c.eos_id;
+  auto add = cfg.find("add_bos_token");
+  if (add != cfg.end() && add->is_boolean()) v->add_bos = add->get<bool>() && v->bos_id >= 0;
+}
+
+Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const Json& tok_cfg,
+                                                   const ModelConfig& c) {
+  const std::string json_path = dir + "/tokenizer.json";
+  const std::string spm_path = dir + "/tokenizer.model";
+  Status json_error = NotFound(dir + ": neither tokenizer.json nor tokenizer.model exists");
+  if (FileExists(json_path)) {
+    PAGODA_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
+    auto vocab = BpeVocabFromTokenizerJson(text);
+    if (vocab.ok()) {
+      ApplyTokenizerConfig(tok_cfg, vocab->tokens, c, &vocab.value());
+      auto tok = MakeBpeTokenizer(std::move(vocab).value());
+      if (!tok.ok()) return tok.status().WithPrefix(json_path);
+      return tok;
+    }
+    json_error = vocab.status().WithPrefix(json_path);
+  }
+  if (!FileExists(spm_path)) return json_error;
+  PAGODA_ASSIGN_OR_RETURN(SpmVocab spm, LoadSentencePieceModel(spm_path));
+  ApplyTokenizerConfig(tok_cfg, spm.pieces, c, &spm);
+  auto tok = MakeSpmTokenizer(std::move(spm));
+  if (!tok.ok()) return tok.status().WithPrefix(spm_path);
+  return tok;
+}
+
+// Reads an optional JSON file; an absent file gives an empty object.
+Result<Json> ReadOptionalJson(const std::string& path) {
+  if (!FileExists(path)) return Json::object();
+  PAGODA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseJsonText(text, path);
+}
+
+Result<ModelConfig> ReadHfConfig(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  PAGODA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  auto config = HfConfigFromJson(text);
+  if (!config.ok()) return config.status().WithPrefix(dir);
+  const std::string gen_path = dir + "/generation_config.json";
+  PAGODA_ASSIGN_OR_RETURN(Json gen, ReadOptionalJson(gen_path));
+  PAGODA_RETURN_IF_ERROR(ApplyTokenIds(gen, gen_path, &config.value()));
+  return config;
+}
+
+}  // namespace
+
+Result<ModelConfig> HfConfigFromJson(std::string_view text) {
+  PAGODA_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "config.json"));
+  ModelConfig c;
+  PAGODA_RETURN_IF_ERROR(ReadArchitecture(j, &c));
+  PAGODA_RETURN_IF_ERROR(ReadDims(j, &c));
+  PAGODA_RETURN_IF_ERROR(ReadRopeScaling(j, &c));
+  PAGODA_RETURN_IF_ERROR(ApplyTokenIds(j, "config.json", &c));
+  auto st = c.Validate();
+  if (!st.ok()) return st.WithPrefix("config.json");
+  return c;
+}
+
+Result<ModelWeights> BindHfWeights(const SafetensorsSet& set, const ModelConfig& c,
+                                   std::vector<std::vector<uint8_t>>* aligned_copies) {
+  const Binder b{set, aligned_copies};
+  ModelWeights w;
+  PAGODA_ASSIGN_OR_RETURN(w.token_embd,
+                          b.Matrix("model.embed_tokens.weight", c.vocab_size, c.n_embd));
+  PAGODA_ASSIGN_OR_RETURN(w.output_norm, b.Vector("model.norm.weight", c.n_embd));
+  if (c.tied_embeddings) {
+    w.output = w.token_embd;
+  } else {
+    PAGODA_ASSIGN_OR_RETURN(w.output, b.Matrix("lm_head.weight", c.vocab_size, c.n_embd));
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    PAGODA_ASSIGN_OR_RETURN(LayerWeights lw, BindHfLayer(b, c, l));
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
+}
+
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
+  auto model = std::make_unique<Model>();
+  model->path = dir;
+  PAGODA_ASSIGN_OR_RETURN(model->config, ReadHfConfig(dir));
+  PAGODA_ASSIGN_OR_RETURN(model->safetensors, SafetensorsSet::OpenDir(dir));
+  auto weights = BindHfWeights(*model->safetensors, model->config, &model->aligned_copies);
+  if (!weights.ok()) return weights.status().WithPrefix(dir);
+  model->weights = std::move(weights).value();
+  const std::string tok_cfg_path = dir + "/tokenizer_config.json";
+  PAGODA_ASSIGN_OR_RETURN(Json tok_cfg, ReadOptionalJson(tok_cfg_path));
+  PAGODA_ASSIGN_OR_RETURN(model->tokenizer, LoadHfTokenizer(dir, tok_cfg, model->config));
+  if (model->tokenizer->vocab_size() > model->config.vocab_size) {
+    return InvalidArgument(dir + ": the tokenizer has " +
+                           std::to_string(model->tokenizer->vocab_size()) +
+                           " tokens but model.embed_tokens.weight has only " +
+                           std::to_string(model->config.vocab_size) + " rows");
+  }
+  model->chat_template = ChatTemplateFrom(tok_cfg);
+  if (model->chat_template.empty() && FileExists(dir + "/chat_template.jinja")) {
+    PAGODA_ASSIGN_OR_RETURN(model->chat_template, ReadFile(dir + "/chat_template.jinja"));
+  }
+  return model;
+}
+
+}  // namespace pagoda

@@ -1,0 +1,40 @@
+// Shared state of the fake libnrt's two translation units (test-only).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/neuron/manifest.h"
+#include "kernels/neuron/nrt_api.h"
+#include "model/model.h"
+
+struct nrt_tensor {
+  std::vector<std::byte> data;
+  int vnc = 0;
+  std::string name;
+};
+
+struct nrt_model {
+  nlohmann::json desc;
+  std::vector<pagoda::neuron::TensorSpec> io;
+  std::unique_ptr<pagoda::Model> model;
+  std::unique_ptr<pagoda::cpu::CpuBackend> cpu;
+  std::atomic<bool> busy{false};
+};
+
+namespace fake_nrt {
+
+using TensorSet = std::map<std::string, nrt_tensor*>;
+
+// NRT_CLOSED / NRT_UNINITIALIZED outside init, else the injected status for this call, else 0.
+NRT_STATUS ReadyAndInject(const char* api);
+enum class Event { kLoad, kUnload, kExecute };
+void Count(Event e);
+bool Strict();
+
+}  // namespace fake_nrt

@@ -1,0 +1,137 @@
+// Pure unit tests of the Neuron backend's pieces (no runtime library): bucket choice, status
+// actions, env precedence, manifest validation, tensor diffs, NEFF header.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/neuron/bucketing.h"
+#include "kernels/neuron/manifest.h"
+#include "kernels/neuron/neuron_backend.h"
+#include "kernels/neuron/neuron_env.h"
+#include "kernels/neuron/nrt_status.h"
+
+namespace pagoda::neuron {
+namespace {
+
+ManifestProgram Decode(const std::string& id, int seqs, int ctx) {
+  ManifestProgram p;
+  p.id = id;
+  p.phase = "decode";
+  p.max_seqs = seqs;
+  p.max_ctx_blocks = ctx;
+  return p;
+}
+
+ManifestProgram Prefill(const std::string& id, int tokens, int ctx) {
+  ManifestProgram p = Decode(id, 1, ctx);
+  p.phase = "prefill";
+  p.max_tokens = tokens;
+  return p;
+}
+
+TEST(BucketingTest, PicksTheSmallestFittingProgram) {
+  const std::vector<ManifestProgram> ps = {Decode("b8c64", 8, 64), Decode("b2c8", 2, 8),
+                                           Decode("b2c64", 2, 64), Prefill("t64", 64, 8),
+                                           Prefill("t16", 16, 64)};
+  EXPECT_EQ(PickDecodeProgram(ps, 1, 4), 1);
+  EXPECT_EQ(PickDecodeProgram(ps, 2, 9), 2);
+  EXPECT_EQ(PickDecodeProgram(ps, 3, 1), 0);
+  EXPECT_EQ(PickDecodeProgram(ps, 9, 1), -1);
+  EXPECT_EQ(PickPrefillProgram(ps, 10, 8), 4);
+  EXPECT_EQ(PickPrefillProgram(ps, 20, 8), 3);
+  EXPECT_EQ(PickPrefillProgram(ps, 20, 9), -1);
+  EXPECT_EQ(MaxContextBlocks(ps), 64);
+  EXPECT_EQ(MaxDecodeSeqs(ps, 9), 8);
+  EXPECT_EQ(MaxPrefillTokens(ps, 9), 16);
+}
+
+TEST(StatusTest, ActionTable) {
+  EXPECT_EQ(ActionForStatus(0), NrtAction::kOk);
+  EXPECT_EQ(ActionForStatus(7), NrtAction::kRetry);
+  for (int c : {1002, 1003, 1006}) EXPECT_EQ(ActionForStatus(c), NrtAction::kFailStep) << c;
+  for (int c : {1, 2, 4, 5, 6, 101, 1004, 1005, 1200, 4242}) {
+    EXPECT_EQ(ActionForStatus(c), NrtAction::kFatal) << c;
+  }
+  EXPECT_EQ(NrtStatusName(5), "NRT_TIMEOUT (5)");
+  EXPECT_EQ(NrtStatusName(4242), "NRT_STATUS 4242");
+}
+
+TEST(EnvTest, ConflictNamesBothValues) {
+  NeuronOptions o;
+  o.visible_cores = "0";
+  auto env = DesiredEnv(o);
+  Status s = CheckEnv(env, [](const char* n) -> const char* {
+    return std::string(n) == "NEURON_RT_VISIBLE_CORES" ? "1" : nullptr;
+  });
+  EXPECT_EQ(s.message(),
+            "neuron backend: environment NEURON_RT_VISIBLE_CORES=\"1\" conflicts with "
+            "neuron.visible_cores \"0\" (unset the variable or make the two equal)");
+  EXPECT_EQ(NeuronStartupExitCode(s, 1), kExitNeuronBadConfig);
+  EXPECT_TRUE(CheckEnv(env, [](const char* n) -> const char* {
+                return std::string(n) == "NEURON_LOGICAL_NC_CONFIG" ? "2" : nullptr;
+              }).ok());
+}
+
+constexpr const char* kManifest = R"({
+  "format": "pagoda-neuron-manifest/1", "target": "trn2", "lnc": 2,
+  "model": {"arch": "llama", "n_layers": 1, "vocab": 8, "n_kv_heads": 2, "head_dim": 4},
+  "kv_cache": {"layout": "[2][num_blocks][n_kv_heads][block_size][head_dim]", "num_blocks": 4,
+               "block_size": 2, "dtype": "bf16", "tensor_names": {"k": "kv.{layer}.k",
+               "v": "kv.{layer}.v"}, "slot_pad": -1, "table_pad": -1},
+  "weights": {"mode": "embedded"},
+  "programs": [
+    {"id": "d2", "phase": "decode", "neff": "d2.neff", "max_seqs": 2, "max_ctx_blocks": 3,
+     "io": {"input_ids": "ids", "position_ids": "pos", "slot_mapping": "slots",
+            "block_table": "tables", "context_lens": "lens", "logits": "logits"}}]})";
+
+TEST(ManifestTest, ParsesAndDerivesTheContract) {
+  auto m = ParseManifest(kManifest, "/a/manifest.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->dir, "/a");
+  const auto specs = ExpectedTensors(*m, m->programs[0]);
+  ASSERT_EQ(specs.size(), 8u);
+  EXPECT_EQ(specs[3].ToString(), "input tables i32[2,3] (24 bytes)");
+  EXPECT_EQ(specs[5].ToString(), "output logits f32[2,8] (64 bytes)");
+  EXPECT_EQ(specs[6].ToString(), "input kv.0.k bf16[4,2,2,4] (128 bytes)");
+  auto actual = specs;
+  actual[0].shape = {3};
+  actual.pop_back();
+  EXPECT_EQ(DiffTensors(specs, actual),
+            "  - input ids i32[2] (8 bytes)\n  + input ids i32[3] (12 bytes)\n"
+            "  - input kv.0.v bf16[4,2,2,4] (128 bytes)\n  + (absent)\n");
+}
+
+TEST(ManifestTest, ErrorsNameTheKey) {
+  std::string bad = kManifest;
+  bad.replace(bad.find("\"max_seqs\": 2"), 13, "\"max_seqs\": 0");
+  EXPECT_EQ(ParseManifest(bad, "m.json").status().message(),
+            "neuron backend: manifest m.json: programs[0].max_seqs: must be >= 1");
+  auto m = ParseManifest(kManifest, "m.json");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(CheckLnc(*m, 1).message(),
+            "neuron backend: LNC mismatch: neuron.logical_nc_config is 1 but the manifest m.json "
+            "was compiled for lnc 2 (recompile with -lnc 1, or set neuron.logical_nc_config: 2)");
+  ModelConfig c;
+  c.n_layers = 1;
+  c.vocab_size = 9;
+  c.n_kv_heads = 2;
+  c.head_dim = 4;
+  Status s = CheckManifestAgainstModel(*m, c);
+  EXPECT_EQ(s.message(), "neuron backend: manifest m.json: model.vocab is 8 but the model has 9");
+  EXPECT_EQ(NeuronStartupExitCode(s, 1), kExitNeuronArtifacts);
+}
+
+TEST(NeffHeaderTest, ReadsNameAndLnc) {
+  std::string h(1024, '\0');
+  std::memcpy(h.data() + kNeffNameOffset, "pagoda-fake:x", 13);
+  const uint32_t lnc = 2;
+  std::memcpy(h.data() + kNeffLncOffset, &lnc, 4);
+  auto parsed = ParseNeffHeader(h.data(), h.size(), "x.neff");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->name, "pagoda-fake:x");
+  EXPECT_EQ(parsed->lnc_size, 2u);
+  EXPECT_FALSE(ParseNeffHeader(h.data(), 100, "x.neff").ok());
+}
+
+}  // namespace
+}  // namespace pagoda::neuron

@@ -1,0 +1,155 @@
+// One synthetic llama model written as a GGUF and as a Hugging Face directory: both load
+// through LoadModel and compute the same logits (the Q/K permutation undoes the RoPE layouts).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/cpu/llama_forward.h"
+#include "model/hf_model.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "tools/make_model.h"
+
+namespace pagoda {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CrossFormat : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pagoda_hf_cross_" + std::string(TypeName(GetParam())) + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  MakeModelOptions Options(const std::string& format, const std::string& out) {
+    MakeModelOptions o;
+    o.preset = "tiny";
+    o.dtype = GetParam();
+    o.n_layers = 2;
+    o.context_length = 64;
+    o.seed = 7;
+    o.format = format;
+    o.output = out;
+    return o;
+  }
+  fs::path dir_;
+};
+
+TEST_P(CrossFormat, SameLogitsFromGgufAndSafetensors) {
+  const std::string gguf = (dir_ / "m.gguf").string(), hf = (dir_ / "hf").string();
+  ASSERT_TRUE(MakeModel(Options("gguf", gguf)).ok());
+  Status st = MakeModel(Options("safetensors", hf));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(fs::exists(hf + "/.make-model.tmp.gguf"));
+  auto a = LoadModel(gguf);
+  auto b = LoadModel(hf);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ((*a)->config.rope_layout, RopeLayout::kInterleaved);
+  EXPECT_EQ((*b)->config.rope_layout, RopeLayout::kHalves);
+  EXPECT_EQ((*b)->file, nullptr);
+  EXPECT_NE((*b)->safetensors, nullptr);
+  EXPECT_EQ((*a)->config.vocab_size, (*b)->config.vocab_size);
+  EXPECT_EQ((*a)->config.eos_id, (*b)->config.eos_id);
+  const std::string text = "Hello, world! 123";
+  const auto ids = (*a)->tokenizer->Encode(text, true);
+  EXPECT_EQ(ids, (*b)->tokenizer->Encode(text, true));
+  EXPECT_EQ((*b)->tokenizer->bos_id(), (*a)->tokenizer->bos_id());
+
+  cpu::LlamaForward fa((*a)->config, (*a)->weights, 64), fb((*b)->config, (*b)->weights, 64);
+  auto la = fa.Forward(ids, true);
+  ASSERT_TRUE(la.ok()) << la.status().ToString();
+  std::vector<float> logits_a(la->begin(), la->end());
+  auto lb = fb.Forward(ids, true);
+  ASSERT_TRUE(lb.ok()) << lb.status().ToString();
+  ASSERT_EQ(logits_a.size(), lb->size());
+  // With AVX512-BF16 the BF16 matmul rounds activations to bf16 (kernels/cpu/matmul.h), so the
+  // last-bit differences of the attention sums (whose order the layouts change) can flip a
+  // rounding: BF16 gets a looser bound. F32 and F16 keep fp32 activations.
+  const float tol = GetParam() == GgmlType::kBF16 ? 5e-2f : 1e-4f;
+  float max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < logits_a.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(logits_a[i] - (*lb)[i]));
+    max_abs = std::max(max_abs, std::fabs(logits_a[i]));
+  }
+  EXPECT_LT(max_diff, tol) << "max |logit| " << max_abs;
+  EXPECT_GT(max_abs, 0.1f);
+  // A decode step too (positions > 0 with a cache).
+  const int32_t next[] = {ids.back()};
+  auto da = fa.Forward(next, false);
+  ASSERT_TRUE(da.ok());
+  std::vector<float> step_a(da->begin(), da->end());
+  auto db = fb.Forward(next, false);
+  ASSERT_TRUE(db.ok());
+  for (size_t i = 0; i < step_a.size(); ++i) ASSERT_NEAR(step_a[i], (*db)[i], tol) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CrossFormat,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16),
+                         [](const auto& info) { return std::string(TypeName(info.param)); });
+
+TEST(HfLoad, RejectsQuantizedSafetensorsAndMissingTensors) {
+  MakeModelOptions o;
+  o.dtype = GgmlType::kQ8_0;
+  o.format = "safetensors";
+  o.output = (fs::temp_directory_path() / "pagoda_hf_q8").string();
+  EXPECT_NE(MakeModel(o).message().find("safetensors"), std::string::npos);
+  EXPECT_FALSE(LoadModel(fs::temp_directory_path().string() + "/pagoda_no_such_dir_x").ok());
+}
+
+// The make-model directory re-dressed as Qwen3 (head_dim, q_norm / k_norm) and Qwen2 (biases).
+TEST(HfLoad, Qwen3AndQwen2Bind) {
+  const fs::path dir = fs::temp_directory_path() / ("pagoda_hf_qwen_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  MakeModelOptions o;
+  o.n_layers = 1;
+  o.context_length = 32;
+  o.format = "safetensors";
+  o.output = dir.string();
+  ASSERT_TRUE(MakeModel(o).ok());
+  auto file = SafetensorsFile::Open((dir / "model.safetensors").string());
+  ASSERT_TRUE(file.ok());
+  std::vector<SafetensorsWriteTensor> ts;
+  for (const auto& t : (*file)->tensors()) {
+    ts.push_back({t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes())});
+  }
+  file->reset();
+  const std::string a = "model.layers.0.self_attn.";
+  std::vector<uint8_t> ones(32 * 4);
+  for (size_t i = 0; i < 32; ++i) std::memcpy(ones.data() + 4 * i, "\x00\x00\x80\x3f", 4);
+  ts.push_back({a + "q_norm.weight", "F32", {32}, ones});
+  ts.push_back({a + "k_norm.weight", "F32", {32}, ones});
+  ts.push_back({a + "q_proj.bias", "F32", {256}, std::vector<uint8_t>(1024)});
+  ts.push_back({a + "k_proj.bias", "F32", {64}, std::vector<uint8_t>(256)});
+  ts.push_back({a + "v_proj.bias", "F32", {64}, std::vector<uint8_t>(256)});
+  ASSERT_TRUE(WriteSafetensors((dir / "model.safetensors").string(), ts).ok());
+  std::ifstream in((dir / "config.json").string());
+  std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* arch : {"Qwen3ForCausalLM", "Qwen2ForCausalLM"}) {
+    std::string c = cfg;
+    c.replace(c.find("LlamaForCausalLM"), 16, arch);
+    std::ofstream((dir / "config.json").string()) << c;
+    auto m = LoadModel(dir.string());
+    ASSERT_TRUE(m.ok()) << arch << ": " << m.status().ToString();
+    const LayerWeights& l = (*m)->weights.layers[0];
+    if (std::string(arch) == "Qwen3ForCausalLM") {
+      EXPECT_TRUE((*m)->config.has_qk_norm);
+      ASSERT_EQ(l.q_norm.size(), 32u);
+      EXPECT_EQ(l.k_norm[31], 1.0f);
+    } else {
+      EXPECT_EQ(l.bq.size(), 256u);
+      EXPECT_TRUE(l.q_norm.empty());
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,229 @@
+// kernels/cpu/matmul against a reference written here (dequantize the weights, fp64 dots) for
+// every weight type x SIMD level this CPU supports (each lower level forced) x batch size x
+// shape (rows not a multiple of the tiles, the smallest legal cols, vector / block tails, large
+// cols). Tolerances, with S = sum_c |w_rc| |x_tc|:
+//   F32, F16, BF16 (fp32 path): 2e-5 * S (fp32 accumulation; the weights widen exactly).
+//   BF16 at avx512bf16 (activations rounded to bf16): 2^-8 * S + 2e-5 * S.
+//   Q8_0 (activations quantized to int8 blocks of 32): sum_blocks sum_i |w_i| amax_b / 254,
+//     times 1.01, + 2e-5 * S; at the portable level (dequantize + fp32): 2e-5 * S.
+// Also: the thread count does not change any output bit; the ops.h MatMul forwards here; level
+// names parse.
+#include "kernels/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace pagoda::cpu::mm {
+namespace {
+
+struct Matrix {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // dequantized [rows][cols]
+  WeightView view() const {
+    const int64_t rb = *RowBytes(type, cols);
+    return WeightView{type, bytes.data(), rows, cols, rb};
+  }
+};
+
+Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Matrix m{type, rows, cols, {}, {}};
+  const int64_t rb = *RowBytes(type, cols);
+  m.bytes.resize(static_cast<size_t>(rows * rb));
+  m.deq.resize(static_cast<size_t>(rows * cols));
+  std::vector<float> src(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    // Varying magnitudes per row and some exact zeros exercise scales and the sign tricks.
+    const float scale = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
+    for (int64_t c = 0; c < cols; ++c) src[c] = (c % 11 == 3) ? 0.0f : normal(rng) * scale;
+    QuantizeRow(type, src.data(), m.bytes.data() + r * rb, cols);
+    DequantizeRow(type, m.bytes.data() + r * rb, m.deq.data() + r * cols, cols);
+  }
+  return m;
+}
+
+std::vector<float> RandomActivations(int64_t n, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (float& v : x) v = normal(rng);
+  if (!x.empty()) x[0] = 0.0f;
+  return x;
+}
+
+// |y - ref| bound for element (t, r) (see the file comment).
+double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level) {
+  const float* w = m.deq.data() + r * m.cols;
+  double s = 0.0, q8 = 0.0;
+  for (int64_t b = 0; b < m.cols; b += 32) {
+    double amax = 0.0, wsum = 0.0;
+    for (int64_t c = b; c < std::min(m.cols, b + 32); ++c) {
+      s += std::fabs(static_cast<double>(w[c]) * x[c]);
+      amax = std::max(amax, static_cast<double>(std::fabs(x[c])));
+      wsum += std::fabs(w[c]);
+    }
+    q8 += wsum * amax / 254.0;
+  }
+  double bound = 2e-5 * s + 1e-30;
+  if (m.type == GgmlType::kBF16 && level >= SimdLevel::kAvx512Bf16) bound += s / 256.0;
+  if (m.type == GgmlType::kQ8_0 && level > SimdLevel::kPortable) bound += 1.01 * q8;
+  return bound;
+}
+
+void ExpectMatches(const Matrix& m, const std::vector<float>& x, int64_t n,
+                   const std::vector<float>& y, SimdLevel level) {
+  int failures = 0;
+  for (int64_t t = 0; t < n && failures < 5; ++t) {
+    const float* xt = x.data() + t * m.cols;
+    for (int64_t r = 0; r < m.rows && failures < 5; ++r) {
+      const float* w = m.deq.data() + r * m.cols;
+      double ref = 0.0;
+      for (int64_t c = 0; c < m.cols; ++c) ref += static_cast<double>(w[c]) * xt[c];
+      const double err = std::fabs(y[t * m.rows + r] - ref);
+      if (!(err <= Bound(m, xt, r, level))) {
+        ++failures;
+        ADD_FAILURE() << "t=" << t << " r=" << r << " y=" << y[t * m.rows + r] << " ref=" << ref
+                      << " bound=" << Bound(m, xt, r, level);
+      }
+    }
+  }
+}
+
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> levels;
+  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
+                      SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
+    if (l <= BestSimdLevel()) levels.push_back(l);
+  }
+  return levels;
+}
+
+using Param = std::tuple<GgmlType, SimdLevel>;
+
+class MatMulTest : public ::testing::TestWithParam<Param> {};
+
+// cols per type: the smallest legal, vector / block tails, and large.
+std::vector<int64_t> ColsFor(GgmlType type) {
+  if (type == GgmlType::kQ8_0) return {32, 64, 96, 1056, 4096};
+  return {1, 7, 16, 33, 100, 1056, 4096};
+}
+
+TEST_P(MatMulTest, MatchesFp64Reference) {
+  const auto [type, level] = GetParam();
+  const MatMulOptions options{level};
+  uint32_t seed = 1;
+  for (int64_t cols : ColsFor(type)) {
+    for (int64_t rows : {1, 3, 5, 37}) {
+      if (cols >= 4096 && rows < 37) continue;
+      const Matrix m = RandomMatrix(type, rows, cols, seed++);
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 16, 33, 64}) {
+        if (cols >= 1056 && n > 8 && n != 33) continue;  // keep the fp64 reference cheap
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
+        const std::vector<float> x = RandomActivations(n, cols, seed++);
+        std::vector<float> y(static_cast<size_t>(n * rows), NAN);
+        MatMul(m.view(), x.data(), n, y.data(), options);
+        ExpectMatches(m, x, n, y, level);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// Many token chunks and row tiles (large n and rows), checked on a sample of outputs.
+TEST_P(MatMulTest, LargeBatchManyTiles) {
+  const auto [type, level] = GetParam();
+  const int64_t rows = 301, cols = 2048, n = 100;
+  const Matrix m = RandomMatrix(type, rows, cols, 77);
+  const std::vector<float> x = RandomActivations(n, cols, 78);
+  std::vector<float> y(static_cast<size_t>(n * rows), NAN);
+  MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
+  for (int64_t t : {0, 31, 32, 63, 64, 99}) {
+    const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+    std::vector<float> yt(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) yt[r] = y[t * rows + r];
+    SCOPED_TRACE(::testing::Message() << "t=" << t);
+    ExpectMatches(m, xt, 1, yt, level);
+  }
+}
+
+// Same bits with 1 and 2 threads (each output computed by one task in a fixed order).
+TEST_P(MatMulTest, DeterministicAcrossThreadCounts) {
+  const auto [type, level] = GetParam();
+  const int64_t rows = 517, cols = 1024, n = 9;
+  const Matrix m = RandomMatrix(type, rows, cols, 5);
+  const std::vector<float> x = RandomActivations(n, cols, 6);
+  std::vector<float> y1(static_cast<size_t>(n * rows)), y2(y1.size());
+  tbb::task_arena(1).execute([&] { MatMul(m.view(), x.data(), n, y1.data(), {level}); });
+  tbb::task_arena(2).execute([&] { MatMul(m.view(), x.data(), n, y2.data(), {level}); });
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(TypeName(std::get<0>(info.param))) + "_" +
+         SimdLevelName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesAndLevels, MatMulTest,
+                         ::testing::Combine(::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                                              GgmlType::kBF16, GgmlType::kQ8_0),
+                                            ::testing::ValuesIn(Levels())),
+                         ParamName);
+
+// Types without their own kernel (Q4_0, Q4_K, Q6_K: dequantize a row tile, then the level's F32
+// kernel), once model/tensor_types can quantize them; exact dequantization, so 2e-5 * S.
+TEST(MatMulFallbackTest, DequantizedTypesMatchFp64Reference) {
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    if (!CanQuantize(type) || !TypeTraits(type).can_dequantize) continue;
+    const int64_t block = TypeTraits(type).block_size;
+    for (SimdLevel level : Levels()) {
+      for (int64_t cols : {block, 8 * block}) {
+        const Matrix m = RandomMatrix(type, 37, cols, 11);
+        for (int64_t n : {1, 3, 16}) {
+          SCOPED_TRACE(::testing::Message() << TypeName(type) << " " << SimdLevelName(level)
+                                            << " cols=" << cols << " n=" << n);
+          const std::vector<float> x = RandomActivations(n, cols, 12);
+          std::vector<float> y(static_cast<size_t>(n * m.rows), NAN);
+          MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
+          ExpectMatches(m, x, n, y, SimdLevel::kPortable);  // no activation rounding
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulApiTest, LevelNamesParse) {
+  for (SimdLevel l : Levels()) EXPECT_EQ(ParseSimdLevel(SimdLevelName(l)), l);
+  EXPECT_EQ(ParseSimdLevel("auto"), BestSimdLevel());
+  EXPECT_FALSE(ParseSimdLevel("sse9").has_value());
+  EXPECT_LE(DefaultMaxSimdLevel(), BestSimdLevel());
+  EXPECT_EQ(EffectiveSimdLevel(MatMulOptions{SimdLevel::kPortable}), SimdLevel::kPortable);
+  EXPECT_STREQ(KernelName(GgmlType::kF32, SimdLevel::kPortable), "portable/f32");
+}
+
+// pagoda::cpu::MatMul (ops.h) gives the same bits as mm::MatMul with the default options.
+TEST(MatMulApiTest, OpsMatMulForwards) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
+    const Matrix m = RandomMatrix(type, 70, 256, 9);
+    const std::vector<float> x = RandomActivations(3, 256, 10);
+    std::vector<float> a(3 * 70), b(3 * 70);
+    pagoda::cpu::MatMul(m.view(), x.data(), 3, a.data());
+    MatMul(m.view(), x.data(), 3, b.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::cpu::mm

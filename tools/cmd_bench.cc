@@ -1,0 +1,208 @@
+// `pagoda bench`: (a) `limits` measures this machine's read bandwidth and peak compute with its
+// own loops; (b) `model` runs prefill + decode in-process and relates tok/s to those limits;
+// (c) `serve` drives a running server over gRPC and reports TTFT / inter-token latency / tok/s.
+// Progress goes to stderr; --json prints one JSON object on stdout.
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "bench/peak_compute.h"
+#include "bench/read_bandwidth.h"
+#include "model/model.h"
+#include "tools/bench_serve.h"
+#include "tools/commands.h"
+#include "tools/runtime.h"
+
+namespace pagoda::cli {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double Secs(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+json MeasureLimits(bool quiet) {
+  if (!quiet) std::fprintf(stderr, "[bench] measuring read bandwidth (1 GiB, 5 passes)...\n");
+  cpu::ReadBuffer buf(size_t{1} << 30);
+  const double gbps = buf.BestGbps(5);
+  if (!quiet) std::fprintf(stderr, "[bench] measuring peak compute...\n");
+  const bench::PeakCompute p = bench::MeasurePeakCompute();
+  return {{"threads", tbb::this_task_arena::max_concurrency()},
+          {"read_bandwidth_gbps", gbps},
+          {"read_kernel", cpu::ReadBuffer::KernelName()},
+          {"fp32_gflops", p.fp32_gflops},
+          {"bf16_gflops", p.bf16_gflops},
+          {"int8_gops", p.int8_gops}};
+}
+
+struct ModelBenchArgs {
+  std::string model;
+  int32_t prompt_len = 128, gen_len = 32, batch = 1;
+  RuntimeOptions runtime;
+  bool json = false, quiet = false;
+};
+
+// Bytes of every weight matrix a token's forward reads (embedding row excluded).
+int64_t WeightBytesPerStep(const Model& m) {
+  int64_t bytes = m.weights.output.rows * m.weights.output.row_bytes;
+  for (const LayerWeights& l : m.weights.layers) {
+    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      bytes += w->rows * w->row_bytes;
+    }
+  }
+  return bytes;
+}
+
+int64_t ParamsPerToken(const Model& m) {
+  int64_t n = m.weights.output.rows * m.weights.output.cols;
+  for (const LayerWeights& l : m.weights.layers) {
+    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      n += w->rows * w->cols;
+    }
+  }
+  return n;
+}
+
+Status RunModelBench(const ModelBenchArgs& a, json* out) {
+  const json limits = MeasureLimits(a.quiet);
+  PAGODA_ASSIGN_OR_RETURN(auto model, LoadModel(a.model));
+  RuntimeOptions ro = a.runtime;
+  ro.scheduler.max_num_seqs = a.batch;
+  ro.scheduler.max_num_batched_tokens = std::max(ro.scheduler.max_num_batched_tokens, a.batch);
+  ro.max_waiting_requests = a.batch;
+  PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(*model, ro));
+  std::mt19937 rng(1);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  const auto t0 = Clock::now();
+  for (int32_t i = 0; i < a.batch; ++i) {
+    Request r;
+    r.request_id = std::to_string(i);
+    for (int32_t t = 0; t < a.prompt_len; ++t) {
+      r.prompt_token_ids.push_back(3 + rng() % (model->config.vocab_size - 3));
+    }
+    r.sampling.temperature = 0;
+    r.stopping.max_tokens = a.gen_len;
+    r.stopping.ignore_eos = true;
+    PAGODA_ASSIGN_OR_RETURN(auto s, rt.engine->Submit(std::move(r)));
+    streams.push_back(s);
+  }
+  // Prefill phase: until every request has its first token.
+  Clock::time_point prefill_done{};
+  int64_t decode_steps_start = 0;
+  while (rt.engine->HasWork()) {
+    PAGODA_RETURN_IF_ERROR(rt.engine->Step());
+    if (prefill_done == Clock::time_point{} && rt.engine->stats().generation_tokens >= a.batch) {
+      prefill_done = Clock::now();
+      decode_steps_start = rt.engine->stats().num_steps;
+      if (!a.quiet)
+        std::fprintf(stderr, "[bench] prefill done in %.2f s\n", Secs(t0, prefill_done));
+    }
+  }
+  const auto t1 = Clock::now();
+  const EngineStats st = rt.engine->stats();
+  const double prefill_s = Secs(t0, prefill_done), decode_s = Secs(prefill_done, t1);
+  const int64_t decode_steps = st.num_steps - decode_steps_start;
+  const int64_t decode_tokens = st.generation_tokens - a.batch;
+  const int64_t ctx_avg = a.prompt_len + a.gen_len / 2;
+  const int64_t kv_bytes = int64_t{model->config.n_layers} * 2 * model->config.kv_dim() * ctx_avg *
+                           a.batch * (ro.kv_dtype == "f32" || ro.kv_dtype == "auto" ? 4 : 2);
+  const int64_t step_bytes = WeightBytesPerStep(*model) + kv_bytes;
+  const double steps_per_s = decode_steps / std::max(decode_s, 1e-9);
+  const double flops_per_token = 2.0 * ParamsPerToken(*model);
+  const double decode_tps = decode_tokens / std::max(decode_s, 1e-9);
+  const double prefill_tps = double(a.batch) * a.prompt_len / std::max(prefill_s, 1e-9);
+  *out = {{"model", a.model},
+          {"prompt_len", a.prompt_len},
+          {"gen_len", a.gen_len},
+          {"batch", a.batch},
+          {"limits", limits},
+          {"prefill_tokens_per_s", prefill_tps},
+          {"prefill_gflops", prefill_tps * flops_per_token / 1e9},
+          {"prefill_fraction_of_fp32_peak",
+           prefill_tps * flops_per_token / 1e9 / limits["fp32_gflops"].get<double>()},
+          {"decode_tokens_per_s", decode_tps},
+          {"decode_steps", decode_steps},
+          {"bytes_per_decode_step", step_bytes},
+          {"decode_gbps", step_bytes * steps_per_s / 1e9},
+          {"decode_fraction_of_bandwidth",
+           step_bytes * steps_per_s / 1e9 / limits["read_bandwidth_gbps"].get<double>()},
+          {"decode_fraction_of_fp32_peak",
+           decode_tps * flops_per_token / 1e9 / limits["fp32_gflops"].get<double>()}};
+  return Status::Ok();
+}
+
+void PrintJsonOrTable(const json& j, bool as_json) {
+  if (as_json) {
+    std::cout << j.dump(2) << std::endl;
+    return;
+  }
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_object()) {
+      for (const auto& [k2, v2] : v.items())
+        std::printf("%-34s %s\n", (k + "." + k2).c_str(), v2.dump().c_str());
+    } else {
+      std::printf("%-34s %s\n", k.c_str(), v.dump().c_str());
+    }
+  }
+}
+
+void RegisterLimits(CLI::App* bench, int* exit_code) {
+  auto as_json = std::make_shared<bool>(false);
+  CLI::App* cmd = bench->add_subcommand("limits", "Measure read bandwidth and peak compute");
+  cmd->add_flag("--json", *as_json, "Print JSON");
+  cmd->callback([as_json, exit_code] {
+    PrintJsonOrTable(MeasureLimits(*as_json), *as_json);
+    *exit_code = 0;
+  });
+}
+
+void RegisterModel(CLI::App* bench, int* exit_code) {
+  auto a = std::make_shared<ModelBenchArgs>();
+  CLI::App* cmd = bench->add_subcommand("model", "Prefill + decode throughput of a model");
+  cmd->add_option("--model,-m", a->model, "GGUF model")->required();
+  cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gen-len", a->gen_len, "Generated tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--batch", a->batch, "Concurrent sequences")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--kv-dtype", a->runtime.kv_dtype, "KV cache dtype")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", a->runtime.scheduler.max_num_batched_tokens,
+                  "Step token budget")
+      ->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->callback([a, exit_code] {
+    a->quiet = a->json;
+    json out;
+    const Status st = RunModelBench(*a, &out);
+    if (!st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
+      *exit_code = 1;
+      return;
+    }
+    PrintJsonOrTable(out, a->json);
+    *exit_code = 0;
+  });
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, int* exit_code) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: limits | model | serve");
+  bench->require_subcommand(1);
+  RegisterLimits(bench, exit_code);
+  RegisterModel(bench, exit_code);
+  RegisterBenchServe(bench, exit_code);
+}
+
+}  // namespace pagoda::cli
