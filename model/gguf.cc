@@ -405,37 +405,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::Parse(std::span<const uint8_t> bytes
 }
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* map = nullptr;
-  if (size > 0) {
-    map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      ::close(fd);
-      return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
-    }
-  }
-  ::close(fd);
-  auto bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(map), size);
-  auto parsed = Parse(bytes);
-  if (!parsed.ok()) {
-    if (map) ::munmap(map, size);
-    return parsed.status().WithPrefix(path);
-  }
-  parsed.value()->map_ = map;
-  parsed.value()->map_size_ = size;
+  PAGODA_ASSIGN_OR_RETURN(MappedFile map, MappedFile::Open(path));
+  auto parsed = Parse(map.bytes());
+  if (!parsed.ok()) return parsed.status().WithPrefix(path);
+  parsed.value()->map_ = std::move(map);
   return parsed;
 }
 
-GgufFile::~GgufFile() {
-  if (map_) ::munmap(map_, map_size_);
-}
+GgufFile::~GgufFile() = default;
 
 const GgufValue* GgufFile::Find(std::string_view key) const {
   auto it = kv_index_.find(key);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mapped_file.h"
 #include "common/status.h"
 #include "model/tensor_types.h"
 
@@ -102,8 +103,7 @@ class GgufFile {
   GgufFile() = default;
   friend class GgufParser;
 
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  MappedFile map_;  // empty for Parse()d in-memory images
   std::span<const uint8_t> bytes_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -233,36 +233,14 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Parse(std::span<const 
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* map = nullptr;
-  if (size > 0) {
-    map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      ::close(fd);
-      return Internal(path + ": mmap failed (" + std::strerror(errno) + ")");
-    }
-  }
-  ::close(fd);
-  auto parsed = Parse(std::span<const uint8_t>(static_cast<const uint8_t*>(map), size));
-  if (!parsed.ok()) {
-    if (map) ::munmap(map, size);
-    return parsed.status().WithPrefix(path);
-  }
-  parsed.value()->map_ = map;
-  parsed.value()->map_size_ = size;
+  PAGODA_ASSIGN_OR_RETURN(MappedFile map, MappedFile::Open(path));
+  auto parsed = Parse(map.bytes());
+  if (!parsed.ok()) return parsed.status().WithPrefix(path);
+  parsed.value()->map_ = std::move(map);
   return parsed;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(map_, map_size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const SafetensorsTensor* SafetensorsFile::Find(std::string_view name) const {
   auto it = index_.find(name);

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mapped_file.h"
 #include "common/status.h"
 #include "model/tensor_types.h"
 
@@ -69,8 +70,7 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   Status ParseHeader();
 
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
+  MappedFile map_;  // empty for Parse()d in-memory images
   std::span<const uint8_t> bytes_;
   std::vector<SafetensorsTensor> tensors_;
   std::map<std::string, size_t, std::less<>> index_;
