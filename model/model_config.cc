@@ -46,9 +46,12 @@ Status ReadArchitecture(const GgufFile& f, ModelConfig* c) {
   } else if (c->architecture == "qwen2") {
     c->rope_layout = RopeLayout::kHalves;
     c->has_qkv_bias = true;
+  } else if (c->architecture == "qwen3") {
+    c->rope_layout = RopeLayout::kHalves;
+    c->has_qk_norm = true;
   } else {
     return Unimplemented("metadata 'general.architecture': '" + c->architecture +
-                         "' is not supported (expected llama or qwen2)");
+                         "' is not supported (expected llama, qwen2 or qwen3)");
   }
   auto name = f.GetString("general.name");
   c->name = name.ok() ? *name : c->architecture;

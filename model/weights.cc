@@ -50,6 +50,10 @@ Result<LayerWeights> BindLayer(const GgufFile& f, const ModelConfig& c, int laye
     PAGODA_ASSIGN_OR_RETURN(w.bk, Vector(f, p + "attn_k.bias", c.kv_dim()));
     PAGODA_ASSIGN_OR_RETURN(w.bv, Vector(f, p + "attn_v.bias", c.kv_dim()));
   }
+  if (c.has_qk_norm) {
+    PAGODA_ASSIGN_OR_RETURN(w.q_norm, Vector(f, p + "attn_q_norm.weight", c.head_dim));
+    PAGODA_ASSIGN_OR_RETURN(w.k_norm, Vector(f, p + "attn_k_norm.weight", c.head_dim));
+  }
   PAGODA_ASSIGN_OR_RETURN(w.ffn_norm, Vector(f, p + "ffn_norm.weight", c.n_embd));
   PAGODA_ASSIGN_OR_RETURN(w.w_gate, Matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
   PAGODA_ASSIGN_OR_RETURN(w.w_up, Matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff));

@@ -190,10 +190,14 @@ Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) 
   c.rope_dim = config_.rope_dim;
   c.rope_base = config_.rope_theta;
   c.rope_layout = config_.rope_layout;
+  c.qk_norm_pre_rope = config_.has_qk_norm;
+  c.qk_norm_eps = config_.rms_eps;
+  c.sliding_window = config_.sliding_window;
   TkgWeights tw;
   tw.attn_norm = w.attn_norm;
   tw.wq = w.wq, tw.wk = w.wk, tw.wv = w.wv, tw.wo = w.wo;
   tw.bq = w.bq, tw.bk = w.bk, tw.bv = w.bv;
+  tw.q_norm_pre = w.q_norm, tw.k_norm_pre = w.k_norm;
   TkgArgs args;
   args.seqs = decode_seqs_;
   args.x = std::span<const float>(x_.data(), size_t(rows) * config_.n_embd);
@@ -220,6 +224,7 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b, int32_t first
   a.v = std::span<const float>(scratch_.v.data(), n * c.kv_dim());
   a.kv = kv;
   a.n_heads = c.n_heads;
+  a.sliding_window = c.sliding_window;
   a.out = std::span<float>(attn_.data(), n * c.q_dim());
   PAGODA_RETURN_IF_ERROR(FlashPagedAttention(a));
   WriteKv(kv, scratch_.k.data(), scratch_.v.data(), b.slot_mapping.subspan(first, n));

@@ -92,7 +92,11 @@ void LlamaForward::Attend(int layer, int64_t t, const float* q, float* out) {
     const int kvh = h / group;
     const float* qh = q + h * c.head_dim;
     float max_score = -INFINITY;
-    for (int64_t p = 0; p <= pos; ++p) {
+    // Sliding window W: keys at positions > pos - W (pos itself included).
+    const int64_t first =
+        c.sliding_window > 0 ? std::max<int64_t>(0, pos - c.sliding_window + 1) : 0;
+    for (int64_t p = 0; p < first; ++p) scores_[p] = -INFINITY;
+    for (int64_t p = first; p <= pos; ++p) {
       const float* kp = k_cache_.data() + layer_off + p * c.kv_dim() + kvh * c.head_dim;
       float s = 0.0f;
       for (int d = 0; d < c.head_dim; ++d) s += qh[d] * kp[d];

@@ -82,6 +82,16 @@ void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_
       for (int i = 0; i < c.q_dim(); ++i) q[i] += w.bq[i];
       for (int i = 0; i < c.kv_dim(); ++i) k[i] += w.bk[i], v[i] += w.bv[i];
     }
+    if (c.has_qk_norm) {  // Qwen3: per-head RMSNorm of q and k before RoPE
+      for (int h = 0; h < c.n_heads; ++h) {
+        float* qh = q + h * c.head_dim;
+        RmsNorm(qh, w.q_norm.data(), c.head_dim, c.rms_eps, qh);
+      }
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        float* kh = k + h * c.head_dim;
+        RmsNorm(kh, w.k_norm.data(), c.head_dim, c.rms_eps, kh);
+      }
+    }
     ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, positions[t], c.rope_theta, c.rope_layout);
     ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, positions[t], c.rope_theta, c.rope_layout);
   }

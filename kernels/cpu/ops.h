@@ -42,7 +42,8 @@ struct LayerScratch {
 };
 
 // The attention input of a layer for n tokens of x [n][n_embd]:
-//   s.h = RmsNorm(x) * attn_norm; s.q, s.k, s.v = Wq/Wk/Wv h (+ bias); RoPE(q, k) at positions[t].
+//   s.h = RmsNorm(x) * attn_norm; s.q, s.k, s.v = Wq/Wk/Wv h (+ bias); per-head RmsNorm of q and
+//   k when the model has QK-norm (Qwen3); RoPE(q, k) at positions[t].
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
              const int32_t* positions, LayerScratch& s);
 
