@@ -91,6 +91,15 @@ Result<std::string> RenderMistral(const std::vector<ChatMessage>& messages) {
 
 }  // namespace
 
+Result<ChatTemplateKind> ParseChatTemplateName(std::string_view name) {
+  for (ChatTemplateKind k : {ChatTemplateKind::kChatMl, ChatTemplateKind::kLlama3,
+                             ChatTemplateKind::kLlama2, ChatTemplateKind::kMistral}) {
+    if (name == ChatTemplateName(k)) return k;
+  }
+  return InvalidArgument("chat template '" + std::string(name) +
+                         "' is not built in (expected chatml, llama3, llama2 or mistral)");
+}
+
 const char* ChatTemplateName(ChatTemplateKind kind) {
   switch (kind) {
     case ChatTemplateKind::kChatMl:

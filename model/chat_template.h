@@ -31,6 +31,8 @@ namespace pagoda {
 
 enum class ChatTemplateKind { kChatMl, kLlama3, kLlama2, kMistral };
 const char* ChatTemplateName(ChatTemplateKind kind);  // "chatml", "llama3", "llama2", "mistral"
+// The inverse of ChatTemplateName; INVALID_ARGUMENT listing the known names otherwise.
+Result<ChatTemplateKind> ParseChatTemplateName(std::string_view name);
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant" (ChatML / Llama 3 accept any role)

@@ -78,6 +78,8 @@ const std::vector<Field>& Fields() {
       Str("server.auth.bearer_token_file", PAGODA_CFG(server.auth.bearer_token_file)),
       Str("model.path", PAGODA_CFG(model.path)),
       Str("model.name", PAGODA_CFG(model.name)),
+      Enum("model.chat_template", {"", "chatml", "llama3", "llama2", "mistral"},
+           PAGODA_CFG(model.chat_template)),
       Int("engine.max_num_seqs", 1, kInt32Max, PAGODA_CFG(engine.max_num_seqs)),
       Int("engine.max_num_batched_tokens", 1, kInt32Max, PAGODA_CFG(engine.max_num_batched_tokens)),
       Int("engine.max_num_partial_prefills", 1, kInt32Max,

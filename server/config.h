@@ -50,8 +50,9 @@ struct ServerConfig {
 };
 
 struct ModelConfigSection {
-  std::string path;  // GGUF file; "" = the demo model at DefaultDemoModelPath()
-  std::string name;  // served model name; "" = from the file
+  std::string path;           // GGUF file; "" = the demo model at DefaultDemoModelPath()
+  std::string name;           // served model name; "" = from the file
+  std::string chat_template;  // "" = the model's own; or chatml | llama3 | llama2 | mistral
   bool operator==(const ModelConfigSection&) const = default;
 };
 

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "model/chat_template.h"
+
 namespace pagoda {
 namespace {
 
@@ -244,6 +246,37 @@ grpc::Status Admit(ServingContext& ctx, grpc::CallbackServerContext* call) {
   return grpc::Status::OK;
 }
 
+// Renders a conversation with the model's chat template (or the configured override) and
+// tokenizes it; the template's end-of-turn token becomes a stop token.
+Status BuildChatPrompt(const ServingContext& ctx, const v1::ChatMessages& chat, Request* r) {
+  if (chat.messages().empty()) return InvalidArgument("messages: empty");
+  std::vector<ChatMessage> messages;
+  for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
+  Result<ChatTemplateKind> kind = InvalidArgument("unset");
+  if (!ctx.chat_template.empty()) {
+    kind = ParseChatTemplateName(ctx.chat_template);
+  } else if (ctx.model->chat_template.empty()) {
+    return InvalidArgument("messages: the model has no chat template (set model.chat_template)");
+  } else {
+    kind = DetectChatTemplate(ctx.model->chat_template);
+  }
+  if (!kind.ok()) return kind.status().WithPrefix("messages");
+  PAGODA_ASSIGN_OR_RETURN(std::string text, RenderChat(*kind, messages, true));
+  const Tokenizer& tok = *ctx.model->tokenizer;
+  bool add_bos = tok.add_bos_by_default();
+  if (tok.bos_id() >= 0) {  // a rendered BOS string becomes the BOS token
+    const std::string_view bos = tok.Piece(tok.bos_id());
+    if (!bos.empty() && std::string_view(text).starts_with(bos)) {
+      text.erase(0, bos.size());
+      add_bos = true;
+    }
+  }
+  r->prompt_token_ids = tok.Encode(text, add_bos);
+  const auto eot = tok.Encode(EndOfTurnToken(*kind), false);
+  if (eot.size() == 1) r->stopping.stop_token_ids.push_back(eot[0]);
+  return Status::Ok();
+}
+
 Result<Request> BuildRequest(ServingContext& ctx, const v1::GenerateRequest& req) {
   Request r;
   r.request_id = req.request_id().empty()
@@ -262,8 +295,11 @@ Result<Request> BuildRequest(ServingContext& ctx, const v1::GenerateRequest& req
                                 req.prompt_token_ids().ids().end());
       if (r.prompt_token_ids.empty()) return InvalidArgument("prompt_token_ids: empty");
       break;
+    case v1::GenerateRequest::kMessages:
+      PAGODA_RETURN_IF_ERROR(BuildChatPrompt(ctx, req.messages(), &r));
+      break;
     default:
-      return InvalidArgument("input: set prompt or prompt_token_ids");
+      return InvalidArgument("input: set prompt, prompt_token_ids or messages");
   }
   FillSampling(req.sampling(), &r.sampling);
   const auto& st = req.stopping();
@@ -275,7 +311,8 @@ Result<Request> BuildRequest(ServingContext& ctx, const v1::GenerateRequest& req
                            " (expected 1.." + std::to_string(limit) + ")");
   }
   r.stopping.stop.assign(st.stop().begin(), st.stop().end());
-  r.stopping.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
+  r.stopping.stop_token_ids.insert(r.stopping.stop_token_ids.end(), st.stop_token_ids().begin(),
+                                   st.stop_token_ids().end());
   r.stopping.ignore_eos = st.ignore_eos();
   r.stopping.include_stop_str_in_output = st.include_stop_str_in_output();
   r.priority = req.priority();

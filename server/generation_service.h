@@ -30,6 +30,7 @@ struct ServingContext {
   int32_t num_blocks = 0;
   int32_t max_tokens_limit = 0;  // 0: the context length
   std::string bearer_token;      // empty: no auth
+  std::string chat_template;     // model.chat_template override ("" = from the model)
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_request_id{0};
 };

@@ -249,6 +249,15 @@ class AidreamsTest(unittest.TestCase):
         self.assertGreaterEqual(self.server.metric("pagoda:time_to_first_token_seconds_count"), 3)
 
 
+    def test_messages_need_a_chat_template(self):
+        req = pb.GenerateRequest(messages=pb.ChatMessages(messages=[
+            pb.ChatMessage(role="user", content="hello")]),
+            stopping=pb.StoppingCriteria(max_tokens=4))
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.server.stub.Complete(req)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("chat template", cm.exception.details())
+
     def test_bench_serve_smoke(self):
         proc = subprocess.run([ARGS.pagoda, "bench", "serve", "--server",
                                f"127.0.0.1:{self.server.port}", "-c", "4", "-n", "8",
@@ -310,6 +319,23 @@ class LongGenerationTest(unittest.TestCase):
             self.assertIn(grpc.StatusCode.RESOURCE_EXHAUSTED, codes)
             for c in calls:
                 c.cancel()
+        finally:
+            server.stop()
+
+    def test_messages_render_with_the_configured_template(self):
+        server = Server("model.chat_template=chatml", model=self.model)
+        try:
+            msgs = [pb.ChatMessage(role="system", content="Be brief."),
+                    pb.ChatMessage(role="user", content="Hello")]
+            req = pb.GenerateRequest(messages=pb.ChatMessages(messages=msgs),
+                                     sampling=pb.SamplingParams(temperature=0),
+                                     stopping=pb.StoppingCriteria(max_tokens=5))
+            resp = server.stub.Complete(req)
+            rendered = ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello"
+                        "<|im_end|>\n<|im_start|>assistant\n")
+            tok = server.stub.Tokenize(pb.TokenizeRequest(text=rendered))
+            self.assertEqual(resp.usage.prompt_tokens, len(tok.token_ids))
+            self.assertGreater(len(resp.completions[0].token_ids), 0)
         finally:
             server.stop()
 
