@@ -63,13 +63,14 @@ __attribute__((target("avx512f,avx512bf16"))) float Bf16Avx512(long iters) {
 __attribute__((target("avx512f,avx512vnni"))) float Int8Avx512(long iters) {
   __m512i acc[16];
   for (auto& a : acc) a = _mm512_setzero_si512();
-  const __m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(2);
+  // Zero weights keep the int32 accumulators from overflowing; the instruction costs the same.
+  const __m512i x = _mm512_set1_epi8(1), y = _mm512_setzero_si512();
   for (long i = 0; i < iters; ++i) {
     for (auto& a : acc) a = _mm512_dpbusd_epi32(a, x, y);
   }
   __m512i s = acc[0];
   for (int k = 1; k < 16; ++k) s = _mm512_add_epi32(s, acc[k]);
-  return static_cast<float>(_mm512_reduce_add_epi32(s));
+  return static_cast<float>(_mm512_cvtsi512_si32(s));
 }
 
 // Runs `kernel` on every arena thread for ~`seconds`; returns G ops/s (best of 3).
