@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/kv_convert.h"
 
 // ExpInPlace is a plain fp32 loop GCC auto-vectorizes; PAGODA_SIMD_CLONES adds an AVX2+FMA
@@ -204,28 +205,9 @@ void AttendNew(const RowSet& rows, const KeySet& keys, const TileScratch& s,
 
 }  // namespace
 
-// Cephes-style expf: n = round(x / ln2), r = x - n ln2 (two-part ln2), e^r by a degree-7
-// polynomial; about 1 ulp. Branch-free so it vectorizes.
+// x[i] = exp(x[i]) with ExpPortable (fast_exp.h), about 1 ulp; branch-free so it vectorizes.
 PAGODA_SIMD_CLONES void ExpInPlace(float* x, int n) {
-  for (int i = 0; i < n; ++i) {
-    const float in = x[i];
-    const float v = std::max(in, -87.0f);
-    const float t = v * 1.44269504088896341f + 0.5f;
-    int32_t e = static_cast<int32_t>(t);  // trunc toward zero, then fix to floor
-    float fe = static_cast<float>(e);
-    e = fe > t ? e - 1 : e;
-    fe = fe > t ? fe - 1.0f : fe;
-    const float r = (v - fe * 0.693359375f) + fe * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    const float y = (p * r * r + r) + 1.0f;
-    const float res = y * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
-    x[i] = in < -87.0f ? 0.0f : res;
-  }
+  for (int i = 0; i < n; ++i) x[i] = ExpPortable(x[i]);
 }
 
 size_t TileScratchFloats(int32_t rows, int32_t d) {

@@ -1,0 +1,32 @@
+// ExpPortable: a branch-free single-precision exp that GCC vectorizes; shared by the attention
+// kernels' portable paths.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+namespace pagoda::cpu {
+
+// Cephes-style expf: n = round(x / ln2), r = x - n ln2 (two-part ln2), e^r by a degree-7
+// polynomial; about 1 ulp. Inputs below -87 (and -inf) give 0.
+inline float ExpPortable(float in) {
+  const float v = std::max(in, -87.0f);
+  const float t = v * 1.44269504088896341f + 0.5f;
+  int32_t e = static_cast<int32_t>(t);
+  float fe = static_cast<float>(e);
+  e = fe > t ? e - 1 : e;
+  fe = fe > t ? fe - 1.0f : fe;
+  const float r = (v - fe * 0.693359375f) + fe * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = (p * r * r + r) + 1.0f;
+  const float res = y * std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+  return in < -87.0f ? 0.0f : res;
+}
+
+}  // namespace pagoda::cpu
