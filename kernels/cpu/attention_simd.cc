@@ -6,12 +6,7 @@
 #include <limits>
 
 #include "kernels/cpu/fast_exp.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define PAGODA_X86_SIMD 1
-#else
-#define PAGODA_X86_SIMD 0
-#endif
+#include "kernels/cpu/matmul.h"
 
 namespace pagoda::cpu::attn {
 namespace {
@@ -90,19 +85,13 @@ constexpr TileKernels kPortable = {ScoresPortable, AccumulatePortable, RowMaxPor
 
 namespace pagoda::cpu::attn {
 
+// The CPU's level as the matmul dispatch detected it (one detection for all kernels), folded
+// onto the attention kernels' levels.
 SimdLevel DetectedSimdLevel() {
-  static const SimdLevel level = [] {
-#if PAGODA_X86_SIMD
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-      return SimdLevel::kAvx512;
-    }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::kAvx2;
-#endif
-    return SimdLevel::kPortable;
-  }();
-  return level;
+  const mm::SimdLevel best = mm::BestSimdLevel();
+  if (best >= mm::SimdLevel::kAvx512) return SimdLevel::kAvx512;
+  if (best == mm::SimdLevel::kAvx2) return SimdLevel::kAvx2;
+  return SimdLevel::kPortable;
 }
 
 const char* SimdLevelName(SimdLevel level) {
