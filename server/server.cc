@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/cpu/matmul.h"
 #include "kernels/neuron/neuron_backend.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
@@ -188,8 +189,9 @@ int RunServer(const PagodaConfig& cfg) {
                   cfg.server.listen_address);
     return kExitStartupFailed;
   }
-  spdlog::info("serving {} on {} (port {}), backend {}", s.ctx.model_name,
-               cfg.server.listen_address, port, s.ctx.backend_name);
+  spdlog::info("serving {} on {} (port {}), backend {}, cpu kernels {}", s.ctx.model_name,
+               cfg.server.listen_address, port, s.ctx.backend_name,
+               cpu::mm::SimdLevelName(cpu::mm::EffectiveSimdLevel({})));
   const int sig = WaitForSignal();
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);
   Drain(s.ctx, *s.runtime.engine, *server, cfg.server.shutdown_grace_seconds);

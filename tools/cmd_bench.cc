@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "tools/bench_serve.h"
 #include "tools/commands.h"
+#include "tools/kernels_flag.h"
 #include "tools/runtime.h"
 
 namespace pagoda::cli {
@@ -47,6 +48,7 @@ struct ModelBenchArgs {
   int32_t prompt_len = 128, gen_len = 32, batch = 1;
   RuntimeOptions runtime;
   bool json = false, quiet = false;
+  std::string kernels;
 };
 
 // Bytes of every weight matrix a token's forward reads (embedding row excluded).
@@ -119,6 +121,7 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const double decode_tps = decode_tokens / std::max(decode_s, 1e-9);
   const double prefill_tps = double(a.batch) * a.prompt_len / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
+          {"kernels", EffectiveKernelLevel()},
           {"prompt_len", a.prompt_len},
           {"gen_len", a.gen_len},
           {"batch", a.batch},
@@ -181,8 +184,13 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
                   "Step token budget")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON");
+  AddKernelsFlag(cmd, &a->kernels);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
+    if (!ApplyKernelsFlag(a->kernels)) {
+      *exit_code = 2;
+      return;
+    }
     json out;
     const Status st = RunModelBench(*a, &out);
     if (!st.ok()) {

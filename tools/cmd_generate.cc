@@ -11,6 +11,7 @@
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "tools/commands.h"
 #include "tools/grpc_client.h"
+#include "tools/kernels_flag.h"
 #include "tools/runtime.h"
 
 namespace pagoda::cli {
@@ -26,7 +27,8 @@ struct GenerateArgs {
   bool json = false;
   RuntimeOptions runtime;
   int32_t prefill_chunk = 0;
-  std::string server;  // non-empty: send to a running `pagoda serve`
+  std::string server;   // non-empty: send to a running `pagoda serve`
+  std::string kernels;  // --kernels
   ClientOptions client;
 };
 
@@ -176,7 +178,8 @@ Status Run(const GenerateArgs& args, const Model& model) {
     }
   }
   const EngineStats st = rt.engine->stats();
-  const json stats = {{"steps", st.num_steps},
+  const json stats = {{"kernels", EffectiveKernelLevel()},
+                      {"steps", st.num_steps},
                       {"preemptions", st.num_preemptions},
                       {"prompt_tokens", st.prompt_tokens},
                       {"generation_tokens", st.generation_tokens},
@@ -241,6 +244,7 @@ int RunRemote(const GenerateArgs& args) {
 
 int RunGenerate(const GenerateArgs& args) {
   if (!args.server.empty()) return RunRemote(args);
+  if (!ApplyKernelsFlag(args.kernels)) return 2;
   if (args.model.empty()) {
     std::fprintf(stderr, "error: --model is required (or --server to use a running server)\n");
     return 2;
@@ -309,6 +313,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--ignore-eos", args->defaults.stopping.ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   AddEngineFlags(cmd, *args);
+  AddKernelsFlag(cmd, &args->kernels);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }
 

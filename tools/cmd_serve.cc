@@ -5,6 +5,7 @@
 #include "server/config.h"
 #include "server/server.h"
 #include "tools/commands.h"
+#include "tools/kernels_flag.h"
 
 namespace pagoda::cli {
 namespace {
@@ -14,6 +15,7 @@ struct ServeArgs {
   std::vector<std::string> overrides;
   std::string model;
   bool print_config = false;
+  std::string kernels;
 };
 
 int RunServe(const ServeArgs& args) {
@@ -40,6 +42,7 @@ int RunServe(const ServeArgs& args) {
     std::cout << DumpConfig(*config);
     return kExitOk;
   }
+  if (!ApplyKernelsFlag(args.kernels)) return kExitBadConfig;
   return RunServer(*config);
 }
 
@@ -52,6 +55,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--set", args->overrides, "Override a config key: key.path=value (repeatable)");
   cmd->add_option("--model,-m", args->model, "Model path (same as --set model.path=...)");
   cmd->add_flag("--print-config", args->print_config, "Print the effective config and exit");
+  AddKernelsFlag(cmd, &args->kernels);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

@@ -155,6 +155,18 @@ TEST(Cli, PromptsFileMatchesSequentialGreedyUnderPreemption) {
   ExpectBatchedAidreams("--block-size 16 --num-blocks 12 --enable-prefix-caching false", true);
 }
 
+// Every CPU kernel level (forced with --kernels) reproduces the reference tokens.
+TEST(Cli, GenerateMatchesAidreamsReferenceAtEveryKernelLevel) {
+  for (const char* level : {"portable", "avx2", "avx512", "avx512vnni", "avx512bf16"}) {
+    ExpectAidreamsReference(std::string("--kernels ") + level);
+  }
+  EXPECT_EQ(
+      RunPagoda("generate --kernels sse9 --model " +
+                Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")) + " --prompt hi")
+          .exit_code,
+      2);
+}
+
 TEST(Cli, GenerateRunsWithReducedPrecisionKvCaches) {
   const std::string model = SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
   for (const char* dtype : {"bf16", "f16", "fp8_e4m3"}) {
