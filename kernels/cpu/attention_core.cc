@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/kv_convert.h"
+#include "kernels/cpu/portable_math.h"
 
 // ExpInPlace is a plain fp32 loop GCC auto-vectorizes; PAGODA_SIMD_CLONES adds an AVX2+FMA
 // clone chosen at load time by the ifunc resolver. The tile kernels live in attention_simd.h.
@@ -205,7 +205,7 @@ void AttendNew(const RowSet& rows, const KeySet& keys, const TileScratch& s,
 
 }  // namespace
 
-// x[i] = exp(x[i]) with ExpPortable (fast_exp.h), about 1 ulp; branch-free so it vectorizes.
+// x[i] = exp(x[i]) with ExpPortable (portable_math.h), about 1 ulp; branch-free so it vectorizes.
 PAGODA_SIMD_CLONES void ExpInPlace(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = ExpPortable(x[i]);
 }

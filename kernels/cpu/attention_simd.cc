@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/portable_math.h"
 
 namespace pagoda::cpu::attn {
 namespace {
@@ -15,17 +15,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // ---------------------------------------------------------------------------------------------
 // Portable C++ (any CPU; GCC vectorizes with the baseline ISA).
-
-float DotPortable(const float* a, const float* b, int32_t n) {
-  float acc[8] = {};
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  float s = 0.0f;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
 
 void ScoresPortable(const RowBlock& rb, const float* const* k, int32_t n, float scale, float* s,
                     int32_t ld, const Prefetch& pf) {

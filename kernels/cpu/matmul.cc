@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/portable_math.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PAGODA_MM_X86 1
@@ -31,17 +32,6 @@ constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token 
 constexpr int64_t kMinTiles = 8;             // tasks per call, for load balance
 
 // ------------------------------------------------------------------------- portable F32 ----
-
-float DotPortable(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
-  }
-  float s = 0.0f;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
 
 void BlockF32Portable(const uint8_t* w, int64_t w_stride, int64_t nr, const Activations& a,
                       int64_t t0, int64_t nt, float* y, int64_t ldy) {

@@ -1,5 +1,6 @@
-// ExpPortable: a branch-free single-precision exp that GCC vectorizes; shared by the attention
-// kernels' portable paths.
+// Portable fp32 building blocks GCC auto-vectorizes, shared by the attention and matmul
+// kernels' portable paths: DotPortable (8 independent accumulators, fixed reduction order) and
+// ExpPortable (branch-free exp).
 #pragma once
 
 #include <algorithm>
@@ -7,6 +8,17 @@
 #include <cstdint>
 
 namespace pagoda::cpu {
+
+inline float DotPortable(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  float s = 0.0f;
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
 
 // Cephes-style expf: n = round(x / ln2), r = x - n ln2 (two-part ln2), e^r by a degree-7
 // polynomial; about 1 ulp. Inputs below -87 (and -inf) give 0.
