@@ -57,6 +57,10 @@ class Backend {
 
   virtual const BackendCapabilities& capabilities() const = 0;
   virtual int32_t vocab_size() const = 0;
+
+  // False once the backend hit a fatal device or runtime error: its later steps fail and the
+  // server reports NOT_SERVING. Unlike Execute, safe to call from any thread. Never recovers.
+  virtual bool healthy() const { return true; }
 };
 
 }  // namespace pagoda

@@ -30,9 +30,10 @@ enum class Kind {
   kString,   // any string
   kEnum,     // one of `choices`
   kAddress,  // host:port, [v6]:port or unix:PATH (optionally "" = disabled)
+  kIdList,   // a YAML sequence of distinct non-empty strings (null = empty)
 };
 
-using FieldPtr = std::variant<int32_t*, int64_t*, bool*, std::string*>;
+using FieldPtr = std::variant<int32_t*, int64_t*, bool*, std::string*, std::vector<std::string>*>;
 using Getter = FieldPtr (*)(PagodaConfig&);
 
 // One leaf key of the configuration: its full dotted path and where it lives in PagodaConfig.
@@ -61,6 +62,9 @@ Field Enum(std::string_view path, std::vector<std::string_view> choices, Getter 
 }
 Field Address(std::string_view path, bool allow_empty, Getter get) {
   return {path, Kind::kAddress, get, 0, 0, {}, allow_empty};
+}
+Field IdList(std::string_view path, Getter get) {
+  return {path, Kind::kIdList, get, 0, 0, {}, false};
 }
 
 // Every key, in the order of configs/default.yaml and DumpConfig.
@@ -105,7 +109,7 @@ const std::vector<Field>& Fields() {
       Enum("neuron.runtime_log_level", {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"},
            PAGODA_CFG(neuron.runtime_log_level)),
       Bool("neuron.warmup", PAGODA_CFG(neuron.warmup)),
-      Str("neuron.buckets_enable", PAGODA_CFG(neuron.buckets_enable)),
+      IdList("neuron.buckets.enable", PAGODA_CFG(neuron.buckets_enable)),
       Enum("logging.level", {"trace", "debug", "info", "warn", "error"}, PAGODA_CFG(logging.level)),
       Enum("logging.format", {"text", "json"}, PAGODA_CFG(logging.format)),
   };
@@ -227,6 +231,8 @@ std::string Expectation(const Field& f) {
     case Kind::kAddress:
       return std::string(f.allow_empty ? "\"\" (disabled) or " : "") +
              "host:port, [ipv6]:port or unix:PATH";
+    case Kind::kIdList:
+      return "a list of program ids, e.g. [\"decode_b8\", \"prefill_t512\"]";
   }
   return "a value";
 }
@@ -267,6 +273,17 @@ bool StringValid(const Field& f, std::string_view s) {
   }
 }
 
+// The error of item `i` of a kIdList value ("path[i]: ..."): empty, or equal to an earlier item.
+std::optional<std::string> ListItemError(const Field& f, const std::vector<std::string>& list,
+                                         size_t i) {
+  const std::string key = std::string(f.path) + "[" + std::to_string(i) + "]";
+  if (list[i].empty()) return key + ": expected a program id (a non-empty string), got \"\"";
+  if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i) {
+    return key + ": duplicate program id " + Quote(list[i]);
+  }
+  return std::nullopt;
+}
+
 // The error of a field's current value ("path: expected ..., got ..."), if any.
 std::optional<std::string> CheckField(const Field& f, const PagodaConfig& c) {
   const FieldPtr p = GetConst(f, c);
@@ -276,6 +293,10 @@ std::optional<std::string> CheckField(const Field& f, const PagodaConfig& c) {
     if (!IntInRange(f, **i64)) return Expected(f, std::to_string(**i64));
   } else if (auto* str = std::get_if<std::string*>(&p)) {
     if (!StringValid(f, **str)) return Expected(f, Quote(**str));
+  } else if (auto* list = std::get_if<std::vector<std::string>*>(&p)) {
+    for (size_t i = 0; i < (*list)->size(); ++i) {
+      if (std::optional<std::string> e = ListItemError(f, **list, i)) return e;
+    }
   }
   return std::nullopt;
 }
@@ -294,9 +315,38 @@ std::optional<bool> ParseBool(const std::string& text) {
   return std::nullopt;
 }
 
-// Sets a field from a YAML scalar (null counts as "" for strings). On error the config is
-// unchanged and the message ("path: expected ..., got ...") is returned.
-std::optional<std::string> SetFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node) {
+// Sets a kIdList field from a YAML sequence of scalars (null = empty). On error the config is
+// unchanged, the message is returned and `*mark` is moved to the offending item.
+std::optional<std::string> SetListFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node,
+                                           YAML::Mark* mark) {
+  std::vector<std::string> list;
+  if (!node.IsNull() && !node.IsSequence()) return Expected(f, Describe(node));
+  for (size_t i = 0; node.IsSequence() && i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    if (!item.IsScalar()) {
+      *mark = item.Mark();
+      return std::string(f.path) + "[" + std::to_string(i) +
+             "]: expected a program id (a non-empty string), got " + Describe(item);
+    }
+    list.push_back(item.Scalar());
+    if (std::optional<std::string> e = ListItemError(f, list, i)) {
+      *mark = item.Mark();
+      return e;
+    }
+  }
+  *std::get<std::vector<std::string>*>(f.get(c)) = std::move(list);
+  return std::nullopt;
+}
+
+// Sets a field from a YAML scalar (null counts as "" for strings) or, for kIdList, a sequence.
+// On error the config is unchanged and the message ("path: expected ..., got ...") is returned;
+// `mark` (may be null) is moved to the offending list item, if it is one.
+std::optional<std::string> SetFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node,
+                                       YAML::Mark* mark = nullptr) {
+  if (f.kind == Kind::kIdList) {
+    YAML::Mark ignored;
+    return SetListFromNode(f, c, node, mark != nullptr ? mark : &ignored);
+  }
   if (!node.IsScalar() && !node.IsNull()) return Expected(f, Describe(node));
   const std::string text = node.IsNull() ? "" : node.Scalar();
   const FieldPtr p = f.get(c);
@@ -345,8 +395,9 @@ Status WalkEntry(const YAML::Node& key, const YAML::Node& value, const std::stri
   const std::string path = section.empty() ? name : section + "." + name;
   if (const Field* f = FindField(path); f != nullptr && name.find('.') == std::string::npos) {
     st.marks[path] = key.Mark();
-    std::optional<std::string> error = SetFromNode(*f, st.config, value);
-    return error ? InvalidArgument(where + *error) : Status::Ok();
+    YAML::Mark mark = key.Mark();
+    std::optional<std::string> error = SetFromNode(*f, st.config, value, &mark);
+    return error ? InvalidArgument(Where(st.file, mark) + *error) : Status::Ok();
   }
   if (IsSection(path) && name.find('.') == std::string::npos) {
     st.marks[path] = key.Mark();
@@ -461,6 +512,11 @@ void EmitValue(YAML::Emitter& out, const Field& f, const PagodaConfig& c) {
     } else {
       out << YAML::DoubleQuoted << **str;
     }
+  }
+  if (auto* list = std::get_if<std::vector<std::string>*>(&p)) {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& item : **list) out << YAML::DoubleQuoted << item;
+    out << YAML::EndSeq;
   }
 }
 

@@ -3,7 +3,7 @@
 // Offers a plain-data PagodaConfig whose default-constructed value is the documented default
 // (configs/default.yaml lists every key), and the functions around it:
 //   LoadConfigFile / ParseConfig  YAML text -> validated config;
-//   ApplyOverride                 one `--set section.key=value` (value parsed as a YAML scalar);
+//   ApplyOverride                 one `--set section.key=value` (value parsed as YAML);
 //   ValidateConfig                ranges, enums and cross-field rules (TLS both-or-neither, ...);
 //   DumpConfig                    the effective config as YAML (`--print-config`), which
 //                                 ParseConfig reads back to an equal config;
@@ -106,8 +106,9 @@ Result<PagodaConfig> LoadConfigFile(const std::string& path);
 Result<PagodaConfig> ParseConfig(std::string_view yaml_text, const std::string& filename);
 
 // Applies one `key.path=value` (e.g. "engine.max_num_seqs=8", "server.tls.cert_file=/x.pem").
-// The value is parsed as a YAML scalar with the same per-key type and range checks as the file;
-// cross-key rules are left to ValidateConfig, to be run after the last override.
+// The value is parsed as YAML -- a scalar, or a flow list such as [a, b] for
+// neuron.buckets.enable -- with the same per-key type and range checks as the file; cross-key
+// rules are left to ValidateConfig, to be run after the last override.
 Status ApplyOverride(PagodaConfig& config, std::string_view assignment);
 
 // Checks every key's range / enum and the cross-key rules (tls both-or-neither, at most one

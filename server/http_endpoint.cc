@@ -25,8 +25,8 @@ Status SplitHostPort(const std::string& address, const std::string& field, std::
   return Status::Ok();
 }
 
-HttpEndpoint::HttpEndpoint(TextFn metrics, ReadyFn ready)
-    : metrics_(std::move(metrics)), ready_(std::move(ready)) {}
+HttpEndpoint::HttpEndpoint(TextFn metrics, ReadyFn ready, ReadyFn healthy)
+    : metrics_(std::move(metrics)), ready_(std::move(ready)), healthy_(std::move(healthy)) {}
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
@@ -38,11 +38,13 @@ Status HttpEndpoint::Start(const std::string& address) {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
+  server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const bool healthy = healthy_();
+    res.status = healthy ? 200 : 503;
+    res.set_content(healthy ? "ok\n" : "unhealthy\n", "text/plain");
   });
   server_->Get("/ready", [this](const httplib::Request&, httplib::Response& res) {
-    const bool ready = ready_();
+    const bool ready = ready_() && healthy_();
     res.status = ready ? 200 : 503;
     res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
   });

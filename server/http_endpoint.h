@@ -1,6 +1,7 @@
 // HttpEndpoint: the plain-HTTP side door for operators: GET /metrics (Prometheus text),
-// GET /health (the process is up) and GET /ready (model loaded and engine stepping).
-// Runs cpp-httplib on its own thread; Stop() joins it.
+// GET /health (200 "ok" while the process and its backend are healthy, 503 "unhealthy" after a
+// fatal backend error) and GET /ready (200 while serving: healthy and not draining; else 503).
+// Runs cpp-httplib on its own thread; Stop() joins it. The callbacks run on that thread.
 #pragma once
 
 #include <functional>
@@ -20,7 +21,7 @@ class HttpEndpoint {
  public:
   using TextFn = std::function<std::string()>;
   using ReadyFn = std::function<bool()>;
-  HttpEndpoint(TextFn metrics, ReadyFn ready);
+  HttpEndpoint(TextFn metrics, ReadyFn ready, ReadyFn healthy);
   ~HttpEndpoint();
 
   // Binds "host:port" (port 0 picks a free one) and starts serving. Errors: INVALID_ARGUMENT
@@ -32,6 +33,7 @@ class HttpEndpoint {
  private:
   TextFn metrics_;
   ReadyFn ready_;
+  ReadyFn healthy_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

@@ -7,8 +7,10 @@
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -82,15 +84,26 @@ Result<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tl
   return grpc::SslServerCredentials(opts);
 }
 
-// Waits for SIGTERM/SIGINT (blocked in every thread; see RunServer).
-int WaitForSignal() {
+// Waits for SIGTERM/SIGINT (blocked in every thread; see RunServer), calling `tick` about
+// every 100 ms meanwhile.
+int WaitForSignal(const std::function<void()>& tick) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
+  const timespec period{0, 100 * 1000 * 1000};
+  while (true) {
+    const int sig = sigtimedwait(&set, nullptr, &period);
+    if (sig > 0) return sig;
+    tick();  // timed out (EAGAIN) or interrupted (EINTR)
+  }
+}
+
+// Start-up failures go to stderr as "error: MESSAGE" (the message verbatim: the Neuron
+// backend's are multi-line and exact); returns the exit code.
+int StartupFailed(const Status& st, int exit_code) {
+  std::fprintf(stderr, "error: %s\n", st.message().c_str());
+  return exit_code;
 }
 
 void Drain(ServingContext& ctx, Engine& engine, grpc::Server& server, int grace_seconds) {
@@ -136,6 +149,36 @@ Status Prepare(const PagodaConfig& cfg, Serving& s) {
   return Status::Ok();
 }
 
+// Builds and starts the gRPC server (Generation, health, reflection); sets *port. UNAVAILABLE
+// when it cannot listen.
+Result<std::unique_ptr<grpc::Server>> StartGrpc(const ServerConfig& cfg,
+                                                std::shared_ptr<grpc::ServerCredentials> creds,
+                                                GenerationService& service, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(cfg.listen_address, creds, port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(cfg.max_message_bytes);
+  builder.SetMaxSendMessageSize(cfg.max_message_bytes);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || *port == 0) {
+    return Status(StatusCode::kUnavailable,
+                  "server.listen_address: cannot listen on " + cfg.listen_address);
+  }
+  return server;
+}
+
+// Flips the gRPC health to NOT_SERVING, once, when the backend turns unhealthy (the HTTP
+// endpoint asks the backend directly). Called from the signal-wait loop.
+void WatchBackendHealth(const Serving& s, grpc::Server& server, bool* reported) {
+  if (*reported || s.runtime.backend->healthy()) return;
+  *reported = true;
+  spdlog::error("backend {} is unhealthy after a fatal error: health is now NOT_SERVING",
+                s.ctx.backend_name);
+  server.GetHealthCheckService()->SetServingStatus(false);
+}
+
 }  // namespace
 
 int RunServer(const PagodaConfig& cfg) {
@@ -152,50 +195,37 @@ int RunServer(const PagodaConfig& cfg) {
                                                     cfg.backend.threads);
   }
   Serving s;
-  Status st = Prepare(cfg, s);
-  auto creds = Credentials(cfg.server.tls);
-  if (st.ok() && !creds.ok()) st = creds.status();
-  if (!st.ok()) {
-    spdlog::error("start-up failed: {}", st.ToString());
-    return NeuronStartupExitCode(st, kExitStartupFailed);
+  if (Status st = Prepare(cfg, s); !st.ok()) {
+    return StartupFailed(st, NeuronStartupExitCode(st, kExitStartupFailed));
   }
+  auto creds = Credentials(cfg.server.tls);
+  if (!creds.ok()) return StartupFailed(creds.status(), kExitStartupFailed);
   Metrics* metrics = s.metrics.get();
   s.runtime.engine->SetFinishObserver([metrics](const RequestOutput& o) {
     metrics->OnRequestFinished(o.times, o.finish_reason, o.usage);
   });
   s.runtime.engine->Start();
+  const Backend& backend = *s.runtime.backend;
   HttpEndpoint http([&] { return s.metrics->Render(s.runtime.engine->stats()); },
-                    [&] { return !s.ctx.draining.load(); });
+                    [&] { return !s.ctx.draining.load(); }, [&] { return backend.healthy(); });
   if (!cfg.server.metrics_address.empty()) {
-    st = http.Start(cfg.server.metrics_address);
-    if (!st.ok()) {
-      spdlog::error("start-up failed: {}", st.ToString());
-      return kExitStartupFailed;
+    if (Status st = http.Start(cfg.server.metrics_address); !st.ok()) {
+      return StartupFailed(st, kExitStartupFailed);
     }
     spdlog::info("metrics on http://{}/metrics (port {})", cfg.server.metrics_address, http.port());
   }
   GenerationService service(s.ctx);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(cfg.server.listen_address, *creds, &port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(cfg.server.max_message_bytes);
-  builder.SetMaxSendMessageSize(cfg.server.max_message_bytes);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    spdlog::error("start-up failed: server.listen_address: cannot listen on {}",
-                  cfg.server.listen_address);
-    return kExitStartupFailed;
-  }
+  auto server = StartGrpc(cfg.server, *creds, service, &port);
+  if (!server.ok()) return StartupFailed(server.status(), kExitStartupFailed);
   spdlog::info("serving {} on {} (port {}), backend {}, cpu kernels {}", s.ctx.model_name,
                cfg.server.listen_address, port, s.ctx.backend_name,
                cpu::mm::SimdLevelName(cpu::mm::EffectiveSimdLevel({})));
-  const int sig = WaitForSignal();
+  bool unhealthy_reported = false;
+  const int sig = WaitForSignal([&] { WatchBackendHealth(s, **server, &unhealthy_reported); });
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);
-  Drain(s.ctx, *s.runtime.engine, *server, cfg.server.shutdown_grace_seconds);
-  server->Wait();
+  Drain(s.ctx, *s.runtime.engine, **server, cfg.server.shutdown_grace_seconds);
+  (*server)->Wait();
   http.Stop();
   s.runtime.engine->Stop();
   spdlog::info("shut down cleanly");

@@ -3,6 +3,10 @@
 // shut down gracefully on SIGTERM/SIGINT:
 //   health -> NOT_SERVING, new requests -> UNAVAILABLE, in-flight requests get
 //   server.shutdown_grace_seconds to finish, the rest are aborted, exit code 0.
+// When the backend turns unhealthy (a fatal runtime error), the gRPC health service reports
+// NOT_SERVING and /health and /ready answer 503 (checked about every 100 ms).
+// A start-up failure prints "error: MESSAGE" on stderr and returns kExitStartupFailed, or for
+// the Neuron backend's errors its own codes (kernels/neuron/neuron_backend.h: 2, 3, 4).
 #pragma once
 
 #include "server/config.h"

@@ -16,6 +16,7 @@
 // destructor (tensor sets, tensors, models, then nrt_close). One engine thread calls Execute.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -60,7 +61,7 @@ class NeuronBackend final : public Backend {
   const BackendCapabilities& capabilities() const override { return caps_; }
   int32_t vocab_size() const override { return manifest_.vocab; }
 
-  bool healthy() const { return healthy_; }
+  bool healthy() const override { return healthy_.load(); }
   // Reads layer `layer`'s K (v=false) or V pool back to the host (tests, debugging).
   Status ReadKv(int layer, bool v, std::vector<std::byte>* out) const;
   int64_t num_executions() const { return num_executions_; }
@@ -95,7 +96,7 @@ class NeuronBackend final : public Backend {
   NeuronOptions options_;
   BackendCapabilities caps_;
   bool initialized_ = false;
-  bool healthy_ = true;
+  std::atomic<bool> healthy_{true};  // written by the engine thread, read by any
   int64_t num_executions_ = 0;
   std::vector<Program> programs_;
   std::vector<ManifestProgram> specs_;  // programs_[i].spec, for the bucket choice

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pagoda {
 
@@ -17,7 +18,8 @@ struct NeuronOptions {
   int32_t exec_timeout_s = 30;             // -> NEURON_RT_EXEC_TIMEOUT
   std::string runtime_log_level = "ERROR";  // -> NEURON_RT_LOG_LEVEL
   bool warmup = true;                       // execute every program once before serving
-  std::string buckets_enable;  // comma-separated program ids to load; "" = all in the manifest
+  // neuron.buckets.enable: ids of the manifest programs to load; empty = every program.
+  std::vector<std::string> buckets_enable;
   bool operator==(const NeuronOptions&) const = default;
 };
 

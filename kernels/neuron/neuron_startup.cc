@@ -1,11 +1,11 @@
 // NeuronBackend start-up and shutdown (neuron-backend.md 5.5 and 5.7).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/neuron_backend.h"
@@ -42,17 +42,22 @@ Result<std::vector<char>> ReadFile(const std::string& path) {
   return std::vector<char>(std::istreambuf_iterator<char>(in), {});
 }
 
-// Keeps only the programs named in `enable` (comma-separated; "" = all).
-Status FilterPrograms(NeuronManifest& m, const std::string& enable) {
+// Keeps only the programs named in `enable` (neuron.buckets.enable; empty = all), in its order.
+Status FilterPrograms(NeuronManifest& m, const std::vector<std::string>& enable) {
   if (enable.empty()) return Status::Ok();
   std::vector<ManifestProgram> kept;
-  std::stringstream ss(enable);
-  for (std::string id; std::getline(ss, id, ',');) {
+  for (const std::string& id : enable) {
     auto it = std::find_if(m.programs.begin(), m.programs.end(),
                            [&](const ManifestProgram& p) { return p.id == id; });
     if (it == m.programs.end()) {
-      return InvalidArgument("neuron backend: neuron.buckets_enable: no program '" + id + "' in " +
-                             m.path);
+      std::string ids;
+      for (const ManifestProgram& p : m.programs) ids += (ids.empty() ? "" : ", ") + p.id;
+      return InvalidArgument("neuron backend: neuron.buckets.enable: no program '" + id + "' in " +
+                             m.path + " (it has: " + ids + ")");
+    }
+    if (std::count(enable.begin(), enable.end(), id) > 1) {
+      return InvalidArgument("neuron backend: neuron.buckets.enable: '" + id +
+                             "' is listed more than once");
     }
     kept.push_back(*it);
   }

@@ -56,9 +56,9 @@ def compile_protos(out_dir):
 
 
 class Server:
-    """A `pagoda serve` process on free loopback ports."""
+    """A `pagoda serve` process on free loopback ports (`env`: its environment, default ours)."""
 
-    def __init__(self, *sets, model=None, config=None, tiny=False):
+    def __init__(self, *sets, model=None, config=None, tiny=False, env=None):
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         cmd = [ARGS.pagoda, "serve", "--set", "server.listen_address=127.0.0.1:0",
                "--set", "server.metrics_address=127.0.0.1:0"]
@@ -68,7 +68,7 @@ class Server:
             cmd += ["--model", model]
         for s in sets:
             cmd += ["--set", s]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.port = self.metrics_port = None
         deadline = time.time() + 60
         while time.time() < deadline and self.port is None:

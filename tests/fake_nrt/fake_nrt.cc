@@ -9,9 +9,16 @@
 // without it every call fails), FAKE_NRT_EXEC_DELAY_MS, FAKE_NRT_NAN_OUTPUT=1,
 // FAKE_NRT_VISIBLE_VNC=n, FAKE_NRT_MARKER=path (written when the library is loaded),
 // FAKE_NRT_STRICT=1 (abort on leaks at nrt_close or on concurrent nrt_execute).
+// Counters: fake_nrt_get_counters (in-process tests) and, with FAKE_NRT_COUNTERS=path, a JSON
+// file rewritten at every nrt_close and at process exit (for tests of another process, e.g.
+// `pagoda serve`): allocated/freed/live tensors, sets and models, inits, closes, executes,
+// leaked_at_last_close, written_at ("nrt_close" | "exit"), calls (per API that can be failed
+// by FAKE_NRT_FAIL) and per program id {loads, executes, real_executes, max_real_rows} (real =
+// at least one non-padding row).
 // A real runtime's state is process-global, so the fake's is too (this is test-only code).
 #include "tests/fake_nrt/fake_nrt.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -34,11 +41,16 @@ namespace {
 
 using fake_nrt::TensorSet;
 
+struct ProgramCounts {
+  int64_t loads = 0, executes = 0, real_executes = 0, max_real_rows = 0;
+};
+
 struct Global {
   std::mutex mu;
   bool initialized = false;
   bool closed = false;
   std::map<std::string, int64_t> calls;
+  std::map<std::string, ProgramCounts> programs;  // guarded by mu
   std::atomic<int64_t> t_alloc{0}, t_free{0}, s_alloc{0}, s_free{0}, m_load{0}, m_unload{0};
   std::atomic<int64_t> inits{0}, closes{0}, executes{0}, leaked{0};
 };
@@ -86,6 +98,46 @@ struct Marker {
   }
 } marker;
 
+// Writes the FAKE_NRT_COUNTERS file (if set) through a rename, so a reader never sees half.
+void WriteCountersFile(const char* when) {
+  const char* path = std::getenv("FAKE_NRT_COUNTERS");
+  if (path == nullptr) return;
+  Global& g = G();
+  nlohmann::json j = {{"tensors_allocated", g.t_alloc.load()},
+                      {"tensors_freed", g.t_free.load()},
+                      {"tensors_live", g.t_alloc - g.t_free},
+                      {"sets_allocated", g.s_alloc.load()},
+                      {"sets_destroyed", g.s_free.load()},
+                      {"sets_live", g.s_alloc - g.s_free},
+                      {"models_loaded", g.m_load.load()},
+                      {"models_unloaded", g.m_unload.load()},
+                      {"models_live", g.m_load - g.m_unload},
+                      {"inits", g.inits.load()},
+                      {"closes", g.closes.load()},
+                      {"executes", g.executes.load()},
+                      {"leaked_at_last_close", g.leaked.load()},
+                      {"written_at", when},
+                      {"programs", nlohmann::json::object()}};
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    j["calls"] = g.calls;
+    for (const auto& [id, c] : g.programs) {
+      j["programs"][id] = {{"loads", c.loads},
+                           {"executes", c.executes},
+                           {"real_executes", c.real_executes},
+                           {"max_real_rows", c.max_real_rows}};
+    }
+  }
+  const std::string tmp = std::string(path) + ".tmp";
+  std::ofstream(tmp) << j.dump(2) << "\n";
+  std::rename(tmp.c_str(), path);
+}
+
+// The final counters, when the process exits (the library is never dlclose'd).
+struct ExitWriter {
+  ~ExitWriter() { WriteCountersFile("exit"); }
+} exit_writer;
+
 }  // namespace
 
 namespace fake_nrt {
@@ -93,6 +145,17 @@ bool Strict() { return std::getenv("FAKE_NRT_STRICT") != nullptr; }
 NRT_STATUS ReadyAndInject(const char* api) {
   if (NRT_STATUS s = Ready(); s != 0) return s;
   return Inject(api);
+}
+void CountProgramLoad(const std::string& id) {
+  std::lock_guard<std::mutex> lock(G().mu);
+  ++G().programs[id].loads;
+}
+void CountProgramExecute(const std::string& id, int real_rows) {
+  std::lock_guard<std::mutex> lock(G().mu);
+  ProgramCounts& c = G().programs[id];
+  ++c.executes;
+  c.real_executes += real_rows > 0 ? 1 : 0;
+  c.max_real_rows = std::max<int64_t>(c.max_real_rows, real_rows);
 }
 void Count(Event e) {
   switch (e) {
@@ -154,10 +217,11 @@ void nrt_close() {
                  static_cast<long long>(live), static_cast<long long>(g.t_alloc - g.t_free),
                  static_cast<long long>(g.s_alloc - g.s_free),
                  static_cast<long long>(g.m_load - g.m_unload));
-    if (Strict()) std::abort();
   }
   g.initialized = false;
   g.closed = true;
+  WriteCountersFile("nrt_close");
+  if (live != 0 && Strict()) std::abort();
 }
 
 NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t, int vnc, size_t size, const char* name,

@@ -51,6 +51,7 @@ NRT_STATUS nrt_load(const void* bytes, size_t size, int32_t, int32_t, nrt_model_
     return nn::kNrtUnsupportedNeffVersion;
   }
   auto m = std::make_unique<nrt_model>();
+  m->id = header->name.substr(std::strlen("pagoda-fake:"));
   const char* p = static_cast<const char*>(bytes);
   try {
     m->desc = json::parse(p + nn::kNeffHeaderSize, p + size);
@@ -70,6 +71,7 @@ NRT_STATUS nrt_load(const void* bytes, size_t size, int32_t, int32_t, nrt_model_
   if (kind.starts_with("decoder_step_")) {
     if (NRT_STATUS s = BuildCpu(m.get()); s != 0) return s;
   }
+  fake_nrt::CountProgramLoad(m->id);
   *out = m.release();
   fake_nrt::Count(fake_nrt::Event::kLoad);
   return 0;
@@ -150,7 +152,8 @@ void SyncKv(nrt_model* m, const TensorSet& in, bool to_pool) {
 }
 
 // Builds the CPU step from the padded bucket inputs: rows with context_lens 0 are padding.
-NRT_STATUS RunDecoder(nrt_model* m, const TensorSet& in, const TensorSet& out) {
+// Sets *n_real to the number of the others.
+NRT_STATUS RunDecoder(nrt_model* m, const TensorSet& in, const TensorSet& out, int* n_real) {
   const json& r = m->desc.at("roles");
   const bool decode = m->desc.at("kind") == "decoder_step_decode";
   const int32_t rows = m->desc.at("rows"), width = m->desc.at("max_ctx_blocks");
@@ -186,6 +189,7 @@ NRT_STATUS RunDecoder(nrt_model* m, const TensorSet& in, const TensorSet& out) {
     seqs.push_back(s);
     real_rows.push_back(row);
   }
+  *n_real = static_cast<int>(seqs.size());
   if (seqs.empty()) return 0;
   SyncKv(m, in, true);
   std::vector<float> got(seqs.size() * vocab);
@@ -233,11 +237,14 @@ extern "C" NRT_STATUS FAKE_NRT_EXECUTE(nrt_model_t* m, const nrt_tensor_set_t* i
   }
   const std::string kind = m->desc.at("kind");
   NRT_STATUS st = 0;
+  int real_rows = 0;
   if (kind == "echo") {
     out.at("y")->data = in.at("x")->data;
+    real_rows = 1;
   } else {
-    st = RunDecoder(m, in, out);
+    st = RunDecoder(m, in, out, &real_rows);
   }
+  fake_nrt::CountProgramExecute(m->id, st == 0 ? real_rows : 0);
   if (st == 0 && std::getenv("FAKE_NRT_NAN_OUTPUT") != nullptr) {
     const std::string logits = m->desc.at("roles").at("logits");
     auto& data = out.at(logits)->data;

@@ -20,6 +20,7 @@ struct nrt_tensor {
 };
 
 struct nrt_model {
+  std::string id;  // the NEFF header name after "pagoda-fake:" (the manifest program id)
   nlohmann::json desc;
   std::vector<pagoda::neuron::TensorSpec> io;
   std::unique_ptr<pagoda::Model> model;
@@ -35,6 +36,10 @@ using TensorSet = std::map<std::string, nrt_tensor*>;
 NRT_STATUS ReadyAndInject(const char* api);
 enum class Event { kLoad, kUnload, kExecute };
 void Count(Event e);
+// Per program: loaded, and one execution with `real_rows` rows whose context_lens > 0 (warm-up
+// and other all-padding executions have 0).
+void CountProgramLoad(const std::string& id);
+void CountProgramExecute(const std::string& id, int real_rows);
 bool Strict();
 
 }  // namespace fake_nrt

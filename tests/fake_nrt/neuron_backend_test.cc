@@ -129,6 +129,29 @@ TEST_F(NeuronBackendTest, EnvConflict) {
   EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronBadConfig);
 }
 
+TEST_F(NeuronBackendTest, BucketsEnableLoadsOnlyTheListedPrograms) {
+  opts_.buckets_enable = {"prefill_t16", "decode_b2"};
+  const int64_t before = Counters().models_loaded;
+  {
+    auto b = Create();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(Counters().models_loaded - before, 2);
+    EXPECT_EQ((*b)->capabilities().max_model_len, 128);
+  }
+  opts_.buckets_enable = {"decode_b2", "decode_b2"};
+  auto b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: neuron.buckets.enable: 'decode_b2' is listed more than once");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronBadConfig);
+  opts_.buckets_enable = {"decode_b1", "decode_b4"};
+  b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "neuron backend: manifest " + opts_.artifacts_dir +
+                                      "/manifest.json: needs at least one prefill and one decode "
+                                      "program");
+}
+
 TEST_F(NeuronBackendTest, InitFailureHasDiagnostics) {
   ::setenv("FAKE_NRT_FAIL", "nrt_init:1", 1);
   auto b = Create();

@@ -561,10 +561,111 @@ TEST(ConfigFiles, NeuronExampleSelectsTheNeuronBackend) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->backend.type, "neuron");
   EXPECT_FALSE(r->neuron.artifacts_dir.empty());
+  EXPECT_EQ(r->neuron.buckets_enable,
+            (std::vector<std::string>{"decode_b8_c2048", "prefill_t512"}));
   EXPECT_TRUE(ValidateConfig(*r).ok());
   const RuntimeOptions o = ToRuntimeOptions(*r);
   EXPECT_EQ(o.backend, "neuron");
   EXPECT_EQ(o.neuron.logical_nc_config, r->neuron.logical_nc_config);
+  EXPECT_EQ(o.neuron.buckets_enable, r->neuron.buckets_enable);
+}
+
+TEST(ConfigNeuron, EveryKey) {
+  const PagodaConfig c = ParseOk(R"(
+backend:
+  type: neuron
+neuron:
+  runtime_library: /opt/x/libnrt.so.1
+  artifacts_dir: /models/a
+  manifest: m.json
+  visible_cores: "0-1"
+  logical_nc_config: 1
+  vnc: -1
+  exec_timeout_s: 5
+  runtime_log_level: WARN
+  warmup: false
+  buckets:
+    enable:
+      - decode_b8_c2048
+      - prefill_t512
+)");
+  NeuronOptions want;
+  want.runtime_library = "/opt/x/libnrt.so.1";
+  want.artifacts_dir = "/models/a";
+  want.manifest = "m.json";
+  want.visible_cores = "0-1";
+  want.logical_nc_config = 1;
+  want.vnc = -1;
+  want.exec_timeout_s = 5;
+  want.runtime_log_level = "WARN";
+  want.warmup = false;
+  want.buckets_enable = {"decode_b8_c2048", "prefill_t512"};
+  EXPECT_EQ(c.neuron, want);
+  EXPECT_TRUE(PagodaConfig{}.neuron.buckets_enable.empty());  // default: every program
+}
+
+TEST(ConfigNeuron, BucketsEnableForms) {
+  EXPECT_EQ(ParseOk("neuron: {buckets: {enable: [a, \"b c\", 7]}}").neuron.buckets_enable,
+            (std::vector<std::string>{"a", "b c", "7"}));
+  EXPECT_TRUE(ParseOk("neuron:\n  buckets:\n    enable: []\n").neuron.buckets_enable.empty());
+  EXPECT_TRUE(ParseOk("neuron:\n  buckets:\n    enable:\n").neuron.buckets_enable.empty());
+  EXPECT_TRUE(ParseOk("neuron:\n  buckets:\n").neuron.buckets_enable.empty());
+}
+
+TEST(ConfigNeuron, BucketsEnableErrorsNameFileLineAndKey) {
+  // The comma-separated string of earlier versions is not accepted: the notes' form is a list.
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enable: \"decode_b1,prefill_t16\"\n"),
+            "x.yaml:3:5: neuron.buckets.enable: expected a list of program ids, e.g. "
+            "[\"decode_b8\", \"prefill_t512\"], got \"decode_b1,prefill_t16\"");
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enable: {a: 1}\n"),
+            "x.yaml:3:5: neuron.buckets.enable: expected a list of program ids, e.g. "
+            "[\"decode_b8\", \"prefill_t512\"], got a mapping");
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enable:\n      - a\n      - [b]\n"),
+            "x.yaml:5:9: neuron.buckets.enable[1]: expected a program id (a non-empty string), "
+            "got a sequence");
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enable: [a, \"\"]\n"),
+            "x.yaml:3:17: neuron.buckets.enable[1]: expected a program id (a non-empty string), "
+            "got \"\"");
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enable: [a, b, a]\n"),
+            "x.yaml:3:20: neuron.buckets.enable[2]: duplicate program id \"a\"");
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enable: [~]\n"),
+            "x.yaml:3:14: neuron.buckets.enable[0]: expected a program id (a non-empty string), "
+            "got null");
+  EXPECT_EQ(ParseError("neuron:\n  buckets_enable: \"a,b\"\n"),
+            "x.yaml:2:3: unknown key 'neuron.buckets_enable' (did you mean 'buckets'?)");
+  EXPECT_EQ(ParseError("neuron:\n  buckets:\n    enabled: [a]\n"),
+            "x.yaml:3:5: unknown key 'neuron.buckets.enabled' (did you mean 'enable'?)");
+  EXPECT_EQ(ParseError("neuron:\n  buckets: [a]\n"),
+            "x.yaml:2:3: neuron.buckets: expected a mapping, got a sequence");
+}
+
+TEST(ConfigNeuron, BucketsEnableOverrideValidateAndDump) {
+  PagodaConfig c;
+  ASSERT_TRUE(ApplyOverride(c, "neuron.buckets.enable=[decode_b1, prefill_t16]").ok());
+  EXPECT_EQ(c.neuron.buckets_enable, (std::vector<std::string>{"decode_b1", "prefill_t16"}));
+  const std::string dumped = DumpConfig(c);
+  EXPECT_NE(dumped.find("  buckets:\n    enable: [\"decode_b1\", \"prefill_t16\"]\n"),
+            std::string::npos)
+      << dumped;
+  EXPECT_EQ(ParseOk(dumped), c);
+  EXPECT_NE(DumpConfig(PagodaConfig{}).find("    enable: []\n"), std::string::npos);
+  ASSERT_TRUE(ApplyOverride(c, "neuron.buckets.enable=").ok());
+  EXPECT_TRUE(c.neuron.buckets_enable.empty());
+  EXPECT_EQ(ApplyOverride(c, "neuron.buckets.enable=a,b").message(),
+            "--set 'neuron.buckets.enable=a,b': neuron.buckets.enable: expected a list of "
+            "program ids, e.g. [\"decode_b8\", \"prefill_t512\"], got \"a,b\"");
+  EXPECT_EQ(ApplyOverride(c, "neuron.buckets.enable=[a, a]").message(),
+            "--set 'neuron.buckets.enable=[a, a]': neuron.buckets.enable[1]: duplicate program "
+            "id \"a\"");
+  EXPECT_EQ(ApplyOverride(c, "neuron.buckets={enable: [a]}").message(),
+            "--set 'neuron.buckets={enable: [a]}': 'neuron.buckets' is a section; set one of its "
+            "keys, e.g. 'neuron.buckets.enable'");
+  EXPECT_TRUE(c.neuron.buckets_enable.empty());
+  c.neuron.buckets_enable = {"x", ""};
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "neuron.buckets.enable[1]: expected a program id (a non-empty string), got \"\"");
+  c.neuron.buckets_enable = {"x", "x"};
+  EXPECT_EQ(ValidateConfig(c).message(), "neuron.buckets.enable[1]: duplicate program id \"x\"");
 }
 
 }  // namespace
