@@ -33,7 +33,8 @@ constexpr Shape kShapes[] = {{"q_o", 2048, 2048},
                              {"down", 2048, 5632},
                              {"k_v", 256, 2048},
                              {"output", 32000, 2048}};
-constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0};
+constexpr GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                               GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
 
 struct Weights {
   GgmlType type;

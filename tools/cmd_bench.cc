@@ -72,6 +72,16 @@ int64_t ParamsPerToken(const Model& m) {
   return n;
 }
 
+// The compute peak that bounds this model's matmuls (named as in `bench limits`): the int8
+// dot-product peak for integer-quantized weights, bf16 for F16 / BF16, fp32 for F32. Decided by
+// the type of the largest matrices (the FFN).
+std::string ComputePeakKey(const Model& m) {
+  const GgmlType t = m.weights.layers.empty() ? GgmlType::kF32 : m.weights.layers[0].w_gate.type;
+  if (t == GgmlType::kF32) return "fp32_gflops";
+  if (t == GgmlType::kF16 || t == GgmlType::kBF16) return "bf16_gflops";
+  return "int8_gops";
+}
+
 Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const json limits = MeasureLimits(a.quiet);
   PAGODA_ASSIGN_OR_RETURN(auto model, LoadModel(a.model));
@@ -138,6 +148,12 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
            step_bytes * steps_per_s / 1e9 / limits["read_bandwidth_gbps"].get<double>()},
           {"decode_fraction_of_fp32_peak",
            decode_tps * flops_per_token / 1e9 / limits["fp32_gflops"].get<double>()}};
+  std::string peak = ComputePeakKey(*model);
+  if (!(limits[peak].get<double>() > 0)) peak = "fp32_gflops";  // no bf16 / VNNI on this CPU
+  const double peak_g = limits[peak].get<double>();
+  (*out)["compute_peak"] = peak;
+  (*out)["prefill_fraction_of_compute_peak"] = prefill_tps * flops_per_token / 1e9 / peak_g;
+  (*out)["decode_fraction_of_compute_peak"] = decode_tps * flops_per_token / 1e9 / peak_g;
   return Status::Ok();
 }
 

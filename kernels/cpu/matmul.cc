@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/matmul_kernels.h"
@@ -78,40 +79,77 @@ void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd)
   }
 }
 
+// One token of a K-quant row (cols a multiple of 256): one scale per 256 (d = amax / 127,
+// round to nearest even) and the scaled sum of every 16 quantized values.
+void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs) {
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + b * 256;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    xd[b] = d;
+    for (int64_t g = 0; g < 16; ++g) {
+      int32_t sum = 0;
+      for (int64_t i = 16 * g; i < 16 * g + 16; ++i) {
+        const float q = (xb[i] * id + 12582912.0f) - 12582912.0f;
+        xq[b * 256 + i] = static_cast<int8_t>(q);
+        sum += static_cast<int32_t>(q);
+      }
+      xs[b * 16 + g] = d * static_cast<float>(sum);
+    }
+  }
+}
+
 // Owned storage behind an Activations view.
 struct PreparedActivations {
   std::vector<uint16_t> xb;
   std::vector<int8_t> xq;
   std::vector<float> xd;
+  std::vector<float> xs;
   Activations view;
 };
+
+// Sizes p's buffers for n tokens (they only grow) and sets the view's row stride.
+void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) {
+  if (format == ActFormat::kBf16) {
+    p.view.ld = (cols + 31) / 32 * 32;
+    p.xb.assign(static_cast<size_t>(n * p.view.ld), 0);
+  } else if (format == ActFormat::kQ8) {
+    p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
+    p.xq.resize(static_cast<size_t>(n * p.view.ld));
+    p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+  } else {  // kQ8K
+    p.view.ld = cols;
+    p.xq.resize(static_cast<size_t>(n * cols));
+    p.xd.resize(static_cast<size_t>(n * cols / 256));
+    p.xs.resize(static_cast<size_t>(n * cols / 16));
+  }
+}
 
 void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, PreparedActivations& p) {
   p.view.x = x;
   p.view.cols = cols;
   if (format == ActFormat::kF32) return;
-  const int64_t align = format == ActFormat::kBf16 ? 32 : 2 * kQ8Block;
-  const int64_t ld = (cols + align - 1) / align * align;
-  p.view.ld = ld;
-  if (format == ActFormat::kBf16) {
-    p.xb.assign(static_cast<size_t>(n * ld), 0);
-  } else {
-    p.xq.resize(static_cast<size_t>(n * ld));
-    p.xd.resize(static_cast<size_t>(n * ld / kQ8Block));
-  }
+  Reserve(format, n, cols, p);
+  const int64_t ld = p.view.ld;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
         for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
-      } else {
+      } else if (format == ActFormat::kQ8) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
+      } else {
+        QuantizeQ8K(xt, cols, p.xq.data() + t * cols, p.xd.data() + t * cols / 256,
+                    p.xs.data() + t * cols / 16);
       }
     }
   });
   p.view.xb = p.xb.data();
   p.view.xq = p.xq.data();
   p.view.xd = p.xd.data();
+  p.view.xs = p.xs.data();
 }
 
 // Rows per task: about kTileBytes of weights, a multiple of 4, at least kMinTiles tasks.
@@ -121,6 +159,82 @@ int64_t TileRows(int64_t rows, int64_t row_bytes) {
   return std::max<int64_t>(4, std::min(tile, balanced));
 }
 
+// What each row tile becomes before the kernel runs on it.
+enum class RowConversion : int8_t {
+  kNone,  // the kernel reads the weights in their own format
+  kF32,   // dequantized to fp32 (types without a kernel at this level)
+  kBf16,  // converted to bf16 (the large-batch path at kAvx512Bf16)
+};
+
+struct Plan {
+  Kernel kernel;
+  RowConversion conversion = RowConversion::kNone;
+};
+
+// At kAvx512Bf16 with enough tokens (batched decode, prefill), the product is compute-bound:
+// each row tile is converted to bf16 once per call and multiplied with vdpbf16ps (2x the fp32
+// FMA rate; the per-block int8 kernels spend 3 vector ops on scales per 64 products). Q8_0 (a
+// SIMD row converter) switches at 16 tokens; Q4_0 / Q4_K / Q6_K, converted through the scalar
+// dequantizer, at 128 (thresholds measured with pagoda_bench_matmul, 2048 x 2048). F32, F16
+// and BF16 weights keep their exact paths: rounding F16 weights and activations to bf16 moved
+// the synth-gqa F16 logits 3x past llama.cpp's suggested tolerance (0.09 vs 0.03 max).
+int64_t Bf16MinTokens(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return 16;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return 128;
+    default:
+      return std::numeric_limits<int64_t>::max();
+  }
+}
+
+Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens) {
+  if (level >= SimdLevel::kAvx512Bf16 && n_tokens >= Bf16MinTokens(type)) {
+    return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
+  }
+  const Kernel k = SelectKernel(level, type);
+  if (k.fn != nullptr) return {k, RowConversion::kNone};
+  return {SelectKernel(level, GgmlType::kF32), RowConversion::kF32};
+}
+
+int64_t TileRowBytes(const WeightView& w, RowConversion c) {
+  if (c == RowConversion::kF32) return w.cols * 4;
+  if (c == RowConversion::kBf16) return w.cols * 2;
+  return w.row_bytes;
+}
+
+struct TileBuffers {
+  std::vector<uint8_t> tile;  // converted rows
+  std::vector<float> row;     // one dequantized row (bf16 conversion of types without a converter)
+};
+
+// Rows [r0, r0 + nr) of w as the plan's kernel reads them; *stride = bytes between rows.
+const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, int64_t nr,
+                           TileBuffers& buf, int64_t* stride) {
+  if (plan.conversion == RowConversion::kNone) return w.row(r0);
+  *stride = TileRowBytes(w, plan.conversion);
+  buf.tile.resize(static_cast<size_t>(nr * *stride));
+  for (int64_t r = 0; r < nr; ++r) {
+    uint8_t* dst = buf.tile.data() + r * *stride;
+    if (plan.conversion == RowConversion::kF32) {
+      DequantizeRow(w.type, w.row(r0 + r), reinterpret_cast<float*>(dst), w.cols);
+      continue;
+    }
+    uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+    if (const internal::ToBf16Fn direct = internal::X86Bf16Converter(w.type)) {
+      direct(w.row(r0 + r), out, w.cols);
+    } else {
+      buf.row.resize(static_cast<size_t>(w.cols));
+      DequantizeRow(w.type, w.row(r0 + r), buf.row.data(), w.cols);
+      internal::X86Bf16Converter(GgmlType::kF32)(reinterpret_cast<const uint8_t*>(buf.row.data()),
+                                                 out, w.cols);
+    }
+  }
+  return buf.tile.data();
+}
 }  // namespace
 
 SimdLevel BestSimdLevel() {
@@ -194,37 +308,30 @@ const char* KernelName(GgmlType type, SimdLevel level) {
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
             const MatMulOptions& options) {
   if (n_tokens <= 0 || w.rows <= 0) return;
-  const SimdLevel level = EffectiveSimdLevel(options);
-  Kernel kernel = SelectKernel(level, w.type);
-  const bool dequantize = kernel.fn == nullptr;
-  if (dequantize) kernel = SelectKernel(level, GgmlType::kF32);
-  PreparedActivations acts;
-  Prepare(kernel.act, x, n_tokens, w.cols, acts);
+  const Plan plan = MakePlan(EffectiveSimdLevel(options), w.type, n_tokens);
+  // Per calling thread and reused across calls (the buffers only grow): no allocation per call
+  // once the largest shape has been seen. MatMul does not call itself, so one set suffices.
+  // (The workers must see this thread's buffers: they use `acts`, a plain reference, below.)
+  thread_local PreparedActivations prepared;
+  PreparedActivations& acts = prepared;
+  Prepare(plan.kernel.act, x, n_tokens, w.cols, acts);
 
   const int64_t rows = w.rows;
-  const int64_t tile = TileRows(rows, dequantize ? w.cols * 4 : w.row_bytes);
+  const int64_t tile = TileRows(rows, TileRowBytes(w, plan.conversion));
   const int64_t chunk = std::max<int64_t>(4, kChunkBytes / std::max<int64_t>(1, w.cols * 4));
   const int64_t n_tiles = (rows + tile - 1) / tile;
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
       [&](const tbb::blocked_range<int64_t>& range) {
-        std::vector<float> rows_f32;
+        thread_local TileBuffers buffers;  // this worker's converted rows (grow-only)
         for (int64_t i = range.begin(); i < range.end(); ++i) {
           const int64_t r0 = i * tile;
           const int64_t nr = std::min(tile, rows - r0);
-          const uint8_t* wt = w.row(r0);
           int64_t stride = w.row_bytes;
-          if (dequantize) {
-            rows_f32.resize(static_cast<size_t>(nr * w.cols));
-            for (int64_t r = 0; r < nr; ++r) {
-              DequantizeRow(w.type, w.row(r0 + r), rows_f32.data() + r * w.cols, w.cols);
-            }
-            wt = reinterpret_cast<const uint8_t*>(rows_f32.data());
-            stride = w.cols * 4;
-          }
+          const uint8_t* wt = ConvertTile(w, plan, r0, nr, buffers, &stride);
           for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
             const int64_t nt = std::min(chunk, n_tokens - t0);
-            kernel.fn(wt, stride, nr, acts.view, t0, nt, y + t0 * rows + r0, rows);
+            plan.kernel.fn(wt, stride, nr, acts.view, t0, nt, y + t0 * rows + r0, rows);
           }
         }
       },

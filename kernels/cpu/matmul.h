@@ -14,8 +14,14 @@
 //     (d = amax / 127, round to nearest even) and dotted in int32 per block: AVX2 / AVX-512
 //     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with (x + 128) and a -128 sum(w)
 //     correction. Error: at most sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
-//   Other dequantizable types (Q4_0, Q4_K, Q6_K, ...): each row tile is dequantized to fp32 and
-//     multiplied with the level's F32 kernel.
+//   Q4_0: the Q8_0 activation blocks; the 4-bit codes are unpacked in registers and dotted
+//     exactly in int32 per block (offset -8 folded in), at AVX2 / AVX-512 / VNNI.
+//   Q4_K / Q6_K: the activations are quantized per call to int8 with one scale per 256 (and
+//     sums per 16); codes unpacked in registers, products weighted by the integer sub-block
+//     scales in int32 per super-block, mins / offsets subtracted in fp32
+//     (matmul_quant_x86.inc). Error: as Q8_0 with 256-element activation blocks.
+//   Other dequantizable types, and the quantized types at kPortable: each row tile is
+//     dequantized to fp32 and multiplied with the level's F32 kernel.
 // Every output element is computed by one task in a fixed order: results do not depend on the
 // number of threads (they do depend on the level).
 #pragma once

@@ -7,6 +7,10 @@
 //   kQ8:   xq int8 [n][ld], blocks of 32     (ld = cols rounded up to 64: an even block count,
 //          xd fp32 [n][ld / 32] block scales   zero padded, scale 0 in the padding)
 //          x[t][c] ~= xd[t][c / 32] * xq[t][c]
+//   kQ8K:  xq int8 [n][ld]                   (ld = cols, a multiple of 256: the K-quant rows)
+//          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
+//          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)
+//          x[t][c] ~= xd[t][c / 256] * xq[t][c]
 #pragma once
 
 #include <cstdint>
@@ -15,13 +19,14 @@
 
 namespace pagoda::cpu::mm::internal {
 
-enum class ActFormat : int8_t { kF32, kBf16, kQ8 };
+enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8K };
 
 struct Activations {
   const float* x = nullptr;
   const uint16_t* xb = nullptr;
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
+  const float* xs = nullptr;  // kQ8K only
   int64_t cols = 0;
   int64_t ld = 0;  // row stride of xb / xq in elements
 };
@@ -40,5 +45,14 @@ struct Kernel {
 // The x86 kernel for `type` at `level` (a level the CPU supports, above kPortable); fn == nullptr
 // when there is none. Defined in matmul_x86.cc; always empty off x86-64.
 Kernel X86Kernel(SimdLevel level, GgmlType type);
+// Converts one weight row of `cols` elements to bf16 (round to nearest even) at dst.
+using ToBf16Fn = void (*)(const uint8_t* row, uint16_t* dst, int64_t cols);
+// The AVX512-BF16 converter for F32, F16 or Q8_0 rows; nullptr for other types (the driver then
+// dequantizes to fp32 and converts with F32's). Only called on CPUs with AVX512-BF16.
+ToBf16Fn X86Bf16Converter(GgmlType type);
+
+// The x86 kernels for the 4/6-bit types (Q4_0, Q4_K, Q6_K) at `level`; fn == nullptr when there
+// is none. Defined in matmul_quant_x86.cc.
+Kernel X86QuantKernel(SimdLevel level, GgmlType type);
 
 }  // namespace pagoda::cpu::mm::internal

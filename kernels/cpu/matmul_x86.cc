@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/matmul_tiles.h"
+
 #define PAGODA_MM_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define PAGODA_MM_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #define PAGODA_MM_VNNI \
@@ -35,29 +37,6 @@ namespace {
 constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
 
 enum class Wf { kF32, kF16, kBf16 };  // float weight formats widened in registers
-
-// Calls fn.template operator()<R, T>() for R = rr <= MaxR, T = tt <= MaxT.
-template <int MaxR, int MaxT, typename Fn>
-inline void ForTile(int64_t rr, int64_t tt, Fn&& fn) {
-  if constexpr (MaxR > 1) {
-    if (rr < MaxR) return ForTile<MaxR - 1, MaxT>(rr, tt, fn);
-  }
-  if constexpr (MaxT > 1) {
-    if (tt < MaxT) return ForTile<MaxR, MaxT - 1>(rr, tt, fn);
-  }
-  fn.template operator()<MaxR, MaxT>();
-}
-
-// Walks a block in R x T tiles (rows outer, tokens inner); tile(r, t, R, T) via ForTile.
-template <int MaxR, int MaxT, typename Tile>
-inline void ForEachTile(int64_t nr, int64_t nt, Tile&& tile) {
-  for (int64_t r = 0; r < nr; r += MaxR) {
-    for (int64_t t = 0; t < nt; t += MaxT) {
-      ForTile<MaxR, MaxT>(std::min<int64_t>(MaxR, nr - r), std::min<int64_t>(MaxT, nt - t),
-                          [&]<int R, int T>() { tile.template operator()<R, T>(r, t); });
-    }
-  }
-}
 
 PAGODA_MM_AVX2 inline float Fp16Scale(const uint8_t* p) {
   uint16_t h;
@@ -105,20 +84,20 @@ template <Wf F, int R, int T>
 PAGODA_MM_AVX2 void TileFp256(const uint8_t* w, int64_t ws, const float* x, int64_t cols, float* y,
                               int64_t ldy) {
   __m256 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   const int64_t c8 = cols / 8 * 8;
   for (int64_t c = 0; c < c8; c += 8) {
     __m256 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = LoadW8<F>(w + r * ws, c);
-    for (int t = 0; t < T; ++t) {
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] = LoadW8<F>(w + r * ws, c);
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const __m256 xv = _mm256_loadu_ps(x + t * cols + c);
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       float s = Sum8(acc[r][t]);
       for (int64_t c = c8; c < cols; ++c) s += ScalarW<F>(w + r * ws, c) * x[t * cols + c];
       y[t * ldy + r] = s;
@@ -144,31 +123,31 @@ PAGODA_MM_AVX2 void TileQ8Avx2(const uint8_t* w, int64_t ws, const Activations& 
   const int64_t nbx = a.ld / 32;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wq[R], aw[R];
     float wd[R];
-    for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * ws + b * kQ8Bytes;
       wq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       aw[r] = _mm256_abs_epi8(wq[r]);
       wd[r] = Fp16Scale(blk);
     }
-    for (int t = 0; t < T; ++t) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const int8_t* xq = a.xq + (t0 + t) * a.ld + b * 32;
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
       const float xd = a.xd[(t0 + t) * nbx + b];
-      for (int r = 0; r < R; ++r) {
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
         const __m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, wq[r]));
         const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
         acc[r][t] = _mm256_fmadd_ps(s, _mm256_set1_ps(wd[r] * xd), acc[r][t]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) y[t * ldy + r] = Sum8(acc[r][t]);
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = Sum8(acc[r][t]);
   }
 }
 
@@ -196,10 +175,10 @@ template <Wf F, int R, int T>
 PAGODA_MM_AVX512 inline void StepFp512(const uint8_t* w, int64_t ws, const float* x, int64_t ldx,
                                        int64_t c, __mmask16 m, __m512 (&acc)[R][T]) {
   __m512 wv[R];
-  for (int r = 0; r < R; ++r) wv[r] = LoadW16<F>(w + r * ws, c, m);
-  for (int t = 0; t < T; ++t) {
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] = LoadW16<F>(w + r * ws, c, m);
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
     const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);
-    for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
   }
 }
 
@@ -208,8 +187,8 @@ template <Wf F, int R, int T>
 PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, int64_t cols,
                                 float* y, int64_t ldy) {
   __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   const int64_t c16 = cols / 16 * 16;
   for (int64_t c = 0; c < c16; c += 16) StepFp512<F, R, T>(w, ws, x, cols, c, 0xffff, acc);
@@ -217,8 +196,8 @@ PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, in
     const __mmask16 m = static_cast<__mmask16>((1u << (cols - c16)) - 1);
     StepFp512<F, R, T>(w, ws, x, cols, c16, m, acc);
   }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 }
 
@@ -252,8 +231,8 @@ PAGODA_MM_AVX512 inline __m512 WeightPairScale(const uint8_t* blk, bool two) {
 
 template <int R, int T>
 PAGODA_MM_AVX512 inline void StoreSums(__m512 (&acc)[R][T], float* y, int64_t ldy) {
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
   }
 }
 
@@ -266,26 +245,26 @@ PAGODA_MM_AVX512 void TileQ8Sign512(const uint8_t* w, int64_t ws, const Activati
   const int64_t nbx = a.ld / 32;
   const __m512i ones = _mm512_set1_epi16(1);
   __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; b += 2) {
     const bool two = b + 1 < nb;
     __m512i aw[R];
     __mmask64 neg[R];
     __m512 wd[R];
-    for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * ws + b * kQ8Bytes;
       const __m512i wq = LoadQ8Pair(blk, two);
       aw[r] = _mm512_abs_epi8(wq);
       neg[r] = _mm512_movepi8_mask(wq);
       wd[r] = WeightPairScale(blk, two);
     }
-    for (int t = 0; t < T; ++t) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const int64_t tok = t0 + t;
       const __m512i xv = _mm512_loadu_si512(a.xq + tok * a.ld + b * 32);
       const __m512 xd = PairScale(a.xd[tok * nbx + b], a.xd[tok * nbx + b + 1]);
-      for (int r = 0; r < R; ++r) {
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
         const __m512i sx = _mm512_mask_sub_epi8(xv, neg[r], _mm512_setzero_si512(), xv);
         const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw[r], sx), ones);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], xd), acc[r][t]);
@@ -311,24 +290,24 @@ PAGODA_MM_VNNI void TileQ8Vnni(const uint8_t* w, int64_t ws, const Activations& 
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i zero = _mm512_setzero_si512();
   __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; b += 2) {
     const bool two = b + 1 < nb;
     __m512i wq[R], corr[R];
     __m512 wd[R];
-    for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * ws + b * kQ8Bytes;
       wq[r] = LoadQ8Pair(blk, two);
       corr[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, wq[r]));
       wd[r] = WeightPairScale(blk, two);
     }
-    for (int t = 0; t < T; ++t) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const int64_t tok = t0 + t;
       const __m512i xu = _mm512_xor_si512(_mm512_loadu_si512(a.xq + tok * a.ld + b * 32), bias);
       const __m512 xd = PairScale(a.xd[tok * nbx + b], a.xd[tok * nbx + b + 1]);
-      for (int r = 0; r < R; ++r) {
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
         const __m512i p = _mm512_dpbusd_epi32(corr[r], xu, wq[r]);
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], xd), acc[r][t]);
       }
@@ -352,10 +331,11 @@ template <int R, int T>
 PAGODA_MM_BF16 inline void StepBf16(const uint8_t* w, int64_t ws, const uint16_t* xb, int64_t ld,
                                     int64_t c, __mmask32 m, __m512 (&acc)[R][T]) {
   __m512bh wv[R];
-  for (int r = 0; r < R; ++r) wv[r] = (__m512bh)_mm512_maskz_loadu_epi16(m, w + r * ws + 2 * c);
-  for (int t = 0; t < T; ++t) {
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] =
+      (__m512bh)_mm512_maskz_loadu_epi16(m, w + r * ws + 2 * c);
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
     const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + t * ld + c);
-    for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
   }
 }
 
@@ -363,8 +343,8 @@ template <int R, int T>
 PAGODA_MM_BF16 void TileBf16Dp(const uint8_t* w, int64_t ws, const Activations& a, int64_t t0,
                                float* y, int64_t ldy) {
   __m512 acc[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   const uint16_t* xb = a.xb + t0 * a.ld;
   const int64_t c32 = a.cols / 32 * 32;
@@ -383,6 +363,46 @@ PAGODA_MM_BF16 void BlockBf16Dp(const uint8_t* w, int64_t ws, int64_t nr, const 
   });
 }
 
+// ------------------------------------------------------------------ bf16 conversions ----
+// Rows to bf16 for the large-batch path (vcvtne2ps2bf16 rounds to nearest even).
+
+PAGODA_MM_BF16 inline void StoreBf16x32(uint16_t* dst, __m512 lo, __m512 hi, __mmask32 m) {
+  _mm512_mask_storeu_epi16(dst, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+PAGODA_MM_BF16 void F32RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
+  const float* x = reinterpret_cast<const float*>(row);
+  for (int64_t c = 0; c < cols; c += 32) {
+    const int64_t n = std::min<int64_t>(32, cols - c);
+    const __mmask32 m = n == 32 ? ~0u : static_cast<__mmask32>((1u << n) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), x + c);
+    const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), x + c + 16);
+    StoreBf16x32(dst + c, lo, hi, m);
+  }
+}
+
+PAGODA_MM_BF16 void F16RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
+  for (int64_t c = 0; c < cols; c += 32) {
+    const int64_t n = std::min<int64_t>(32, cols - c);
+    const __mmask32 m = n == 32 ? ~0u : static_cast<__mmask32>((1u << n) - 1);
+    const __m512i h = _mm512_maskz_loadu_epi16(m, row + 2 * c);
+    const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+    StoreBf16x32(dst + c, lo, hi, m);
+  }
+}
+
+PAGODA_MM_BF16 void Q8RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const uint8_t* blk = row + b * kQ8Bytes;
+    const __m512 d = _mm512_set1_ps(Fp16Scale(blk));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+    StoreBf16x32(dst + 32 * b, _mm512_mul_ps(lo, d), _mm512_mul_ps(hi, d), ~0u);
+  }
+}
+
 // ----------------------------------------------------------------------------- tables ----
 // One entry per (level, type) with a kernel; add a quantized type with one Block function.
 
@@ -397,7 +417,7 @@ Kernel Avx2Kernels(GgmlType type) {
     case GgmlType::kQ8_0:
       return {BlockQ8Avx2, ActFormat::kQ8, "avx2/q8_0"};
     default:
-      return {};
+      return X86QuantKernel(SimdLevel::kAvx2, type);
   }
 }
 
@@ -412,11 +432,24 @@ Kernel Avx512Kernels(GgmlType type) {
     case GgmlType::kQ8_0:
       return {BlockQ8Sign512, ActFormat::kQ8, "avx512/q8_0"};
     default:
-      return {};
+      return X86QuantKernel(SimdLevel::kAvx512, type);
   }
 }
 
 }  // namespace
+
+ToBf16Fn X86Bf16Converter(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return F32RowToBf16;
+    case GgmlType::kF16:
+      return F16RowToBf16;
+    case GgmlType::kQ8_0:
+      return Q8RowToBf16;
+    default:
+      return nullptr;
+  }
+}
 
 Kernel X86Kernel(SimdLevel level, GgmlType type) {
   if (level == SimdLevel::kAvx2) return Avx2Kernels(type);
@@ -425,6 +458,10 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
   }
   if (level >= SimdLevel::kAvx512Vnni && type == GgmlType::kQ8_0) {
     return {BlockQ8Vnni, ActFormat::kQ8, "avx512vnni/q8_0"};
+  }
+  if (level >= SimdLevel::kAvx512Vnni) {
+    const Kernel k = X86QuantKernel(SimdLevel::kAvx512Vnni, type);
+    if (k.fn != nullptr) return k;
   }
   return Avx512Kernels(type);
 }
@@ -437,6 +474,8 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
 
 namespace pagoda::cpu::mm::internal {
 Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
+ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
+Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
 }  // namespace pagoda::cpu::mm::internal
 
 #endif

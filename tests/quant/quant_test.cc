@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <random>
 
 #include "kernels/cpu/llama_forward.h"
+#include "kernels/cpu/matmul.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/quants.h"
@@ -282,13 +284,37 @@ std::unique_ptr<Model> Load(const std::string& path) {
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
-// Acceptance: llama.cpp's own Q4_K_M file matches llama.cpp's logits within the README's
-// tolerance.
+// Acceptance: llama.cpp's own Q4_K_M and Q8_0 files match llama.cpp's logits within the
+// README's tolerances. CTest also runs this suite once per kernel level (PAGODA_KERNELS, see
+// tests/quant/CMakeLists.txt); the level in use is printed and checked.
+std::string KernelLevelInUse() {
+  const char* env = std::getenv("PAGODA_KERNELS");
+  const cpu::mm::SimdLevel level = cpu::mm::EffectiveSimdLevel(cpu::mm::MatMulOptions{});
+  if (env != nullptr) {
+    const auto want = cpu::mm::ParseSimdLevel(env);
+    EXPECT_TRUE(want.has_value()) << env;
+    if (want) {
+      EXPECT_EQ(level, std::min(*want, cpu::mm::BestSimdLevel()));
+    }
+  }
+  return std::string(" at ") + cpu::mm::SimdLevelName(level) + " (" +
+         cpu::mm::KernelName(GgmlType::kQ4_K, level) + ", " +
+         cpu::mm::KernelName(GgmlType::kQ6_K, level) + ", " +
+         cpu::mm::KernelName(GgmlType::kQ8_0, level) + ")";
+}
+
 TEST(LlamaCppQuantized, Q4KMModelMatchesLlamaCppLogits) {
   auto model = Load(SharedPath("models/synth-gqa/llama-gqa-q4_k_m.gguf"));
   ASSERT_TRUE(model);
   ExpectLogitsWithin(*model, "models/synth-gqa/llama-gqa-q4_k_m.reference.json", 0.8, 0.16,
-                     "llama-gqa-q4_k_m (llama.cpp file)");
+                     "llama-gqa-q4_k_m (llama.cpp file)" + KernelLevelInUse());
+}
+
+TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
+  auto model = Load(SharedPath("models/synth-gqa/llama-gqa-q8_0.gguf"));
+  ASSERT_TRUE(model);
+  ExpectLogitsWithin(*model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
+                     "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse());
 }
 
 // ---- pagoda quantize / make-model ---------------------------------------------------------
