@@ -7,7 +7,7 @@
 // intermediate_size, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, head_dim
 // (default hidden_size / heads; null allowed), tie_word_embeddings (default false),
 // bos_token_id / eos_token_id (int, list or null), rope_scaling (null, "default", "linear" or
-// "llama3"; others are Unimplemented), sliding_window (Mistral, or Qwen with
+// "llama3", applied through RopeInvFreq; others are Unimplemented), sliding_window (Mistral, or Qwen with
 // use_sliding_window), hidden_act (must be silu), attention_bias / mlp_bias (must be false
 // for Llama / Mistral / Qwen3). HF checkpoints keep the RoPE halves layout, so rope_layout is
 // kHalves whatever the architecture.

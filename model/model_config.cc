@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace pagoda {
@@ -58,7 +60,100 @@ Status ReadArchitecture(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
+// A RoPE scaling factor: absent or 0 leaves *out at 0; negative or huge is an error.
+Status ReadScaleFactor(const GgufFile& f, const std::string& key, float* out) {
+  auto v = f.GetFloat(key);
+  if (!v.ok()) return v.status().code() == StatusCode::kNotFound ? Status::Ok() : v.status();
+  if (*v == 0.0) return Status::Ok();
+  return ReadOptionalFloat(f, key, out);
+}
+
+// rope_freqs.weight (llama.cpp's llama3 form): [rope_dim / 2] positive divisors.
+Status ReadRopeFreqs(const GgufFile& f, ModelConfig* c) {
+  const GgufTensor* t = f.FindTensor("rope_freqs.weight");
+  if (!t) return Status::Ok();
+  if (t->ne.size() != 1 || t->ne[0] != c->rope_dim / 2 || !TypeTraits(t->type).can_dequantize ||
+      TypeTraits(t->type).block_size != 1) {
+    return InvalidArgument("tensor 'rope_freqs.weight': shape " + t->ShapeString() + " type " +
+                           TypeName(t->type) + " (expected [" + std::to_string(c->rope_dim / 2) +
+                           "] F32, F16 or BF16)");
+  }
+  c->rope_freq_factors.resize(static_cast<size_t>(t->ne[0]));
+  DequantizeRow(t->type, t->data, c->rope_freq_factors.data(), t->ne[0]);
+  if (c->rope_scaling == RopeScaling::kNone) {
+    c->rope_scaling = RopeScaling::kLlama3;
+    c->rope_scaling_factor = 1.0f;
+    for (float v : c->rope_freq_factors) {
+      c->rope_scaling_factor = std::max(c->rope_scaling_factor, std::isfinite(v) ? v : 0.0f);
+    }
+  }
+  return Status::Ok();
+}
+
+// {arch}.rope.scaling.type / .factor / .original_context_length, {arch}.rope.scale_linear.
+Status ReadRopeScaling(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  const std::string type_key = a + "rope.scaling.type";
+  auto type = f.GetString(type_key);
+  if (!type.ok() && type.status().code() != StatusCode::kNotFound) return type.status();
+  float factor = 0.0f;  // as llama.cpp: 0 or absent means no scaling
+  PAGODA_RETURN_IF_ERROR(ReadScaleFactor(f, a + "rope.scaling.factor", &factor));
+  if (factor == 0.0f) PAGODA_RETURN_IF_ERROR(ReadScaleFactor(f, a + "rope.scale_linear", &factor));
+  PAGODA_RETURN_IF_ERROR(ReadDim(f, a + "rope.scaling.original_context_length",
+                                 &c->rope_original_context, false, 1 << 24));
+  const std::string t = type.ok() ? *type : (factor > 0.0f ? "linear" : "none");
+  if (t == "linear" && factor > 0.0f && factor != 1.0f) {
+    c->rope_scaling = RopeScaling::kLinear;
+    c->rope_scaling_factor = factor;
+  } else if (t != "none" && t != "linear") {
+    return Unimplemented("metadata '" + type_key + "': '" + t +
+                         "' is not supported (expected none or linear; llama3 scaling comes as "
+                         "the rope_freqs.weight tensor)");
+  }
+  return ReadRopeFreqs(f, c);
+}
+
 }  // namespace
+
+const char* RopeScalingName(RopeScaling scaling) {
+  switch (scaling) {
+    case RopeScaling::kLinear:
+      return "linear";
+    case RopeScaling::kLlama3:
+      return "llama3";
+    case RopeScaling::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::vector<double> RopeInvFreq(const ModelConfig& c) {
+  const int32_t half = std::max(0, c.rope_dim / 2);
+  std::vector<double> inv(static_cast<size_t>(half));
+  for (int32_t i = 0; i < half; ++i) {
+    inv[i] = std::pow(static_cast<double>(c.rope_theta), -2.0 * i / c.rope_dim);
+  }
+  if (!c.rope_freq_factors.empty() && static_cast<int32_t>(c.rope_freq_factors.size()) == half) {
+    for (int32_t i = 0; i < half; ++i) inv[i] /= c.rope_freq_factors[i];
+  } else if (c.rope_scaling == RopeScaling::kLlama3 && c.rope_original_context > 0) {
+    const double factor = c.rope_scaling_factor, lo = c.rope_low_freq_factor;
+    const double hi = c.rope_high_freq_factor, orig = c.rope_original_context;
+    const double low_wavelen = orig / lo, high_wavelen = orig / hi;
+    for (double& f : inv) {
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen < high_wavelen) continue;
+      if (wavelen > low_wavelen) {
+        f /= factor;
+      } else {
+        const double smooth = (orig / wavelen - lo) / (hi - lo);
+        f = (1.0 - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    for (double& f : inv) f /= c.rope_scaling_factor;
+  }
+  return inv;
+}
 
 const char* RopeLayoutName(RopeLayout layout) {
   return layout == RopeLayout::kInterleaved ? "interleaved" : "halves";
@@ -89,8 +184,36 @@ Status ModelConfig::Validate() const {
                            " (expected an even number in 2..head_dim " + std::to_string(head_dim) +
                            ")");
   }
+  PAGODA_RETURN_IF_ERROR(ValidateRopeScaling());
   if (bos_id >= vocab_size) return InvalidArgument("bos_id: outside the vocabulary");
   if (eos_id >= vocab_size) return InvalidArgument("eos_id: outside the vocabulary");
+  return Status::Ok();
+}
+
+Status ModelConfig::ValidateRopeScaling() const {
+  if (!rope_freq_factors.empty()) {
+    if (static_cast<int32_t>(rope_freq_factors.size()) != rope_dim / 2) {
+      return InvalidArgument("rope_freq_factors: " + std::to_string(rope_freq_factors.size()) +
+                             " values (expected rope_dim / 2 = " + std::to_string(rope_dim / 2) +
+                             ")");
+    }
+    for (float v : rope_freq_factors) {
+      if (!(std::isfinite(v) && v > 0.0f)) {
+        return InvalidArgument("rope_freq_factors: " + std::to_string(v) + " (expected > 0)");
+      }
+    }
+  }
+  if (rope_scaling == RopeScaling::kNone) return Status::Ok();
+  if (!(std::isfinite(rope_scaling_factor) && rope_scaling_factor > 0.0f)) {
+    return InvalidArgument("rope_scaling_factor: expected a positive number");
+  }
+  if (rope_scaling == RopeScaling::kLlama3 && rope_freq_factors.empty() &&
+      (rope_original_context <= 0 || !(rope_low_freq_factor > 0.0f) ||
+       !(rope_high_freq_factor > rope_low_freq_factor))) {
+    return InvalidArgument(
+        "llama3 rope scaling: needs rope_original_context > 0 and 0 < low_freq_factor < "
+        "high_freq_factor (or rope_freq_factors)");
+  }
   return Status::Ok();
 }
 
@@ -112,6 +235,9 @@ Result<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   PAGODA_RETURN_IF_ERROR(ReadDim(f, a + "rope.dimension_count", &c.rope_dim, false, 4096));
   PAGODA_RETURN_IF_ERROR(ReadOptionalFloat(f, a + "rope.freq_base", &c.rope_theta));
   PAGODA_RETURN_IF_ERROR(ReadOptionalFloat(f, a + "attention.layer_norm_rms_epsilon", &c.rms_eps));
+  if (c.rope_dim <= c.head_dim && c.rope_dim % 2 == 0) {  // else Validate names rope_dim
+    PAGODA_RETURN_IF_ERROR(ReadRopeScaling(f, a, &c));
+  }
 
   const GgufTensor* embd = f.FindTensor("token_embd.weight");
   if (!embd || embd->ne.size() != 2) {

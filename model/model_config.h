@@ -16,16 +16,22 @@ namespace pagoda {
 enum class RopeLayout { kInterleaved, kHalves };
 const char* RopeLayoutName(RopeLayout layout);
 
-// RoPE frequency scaling (HF config.json "rope_scaling"; GGUF files leave it kNone).
-//   kLinear: positions are divided by rope_scaling_factor (inv_freq / factor).
-//   kLlama3: Llama 3.1's per-frequency scaling: with wavelen = 2*pi / inv_freq,
-//            low = rope_original_context / rope_low_freq_factor,
+// RoPE frequency scaling, applied through RopeInvFreq below by both forward paths.
+//   kLinear: positions are divided by rope_scaling_factor (inv_freq / factor). HF
+//            rope_scaling {"type": "linear"}; GGUF {arch}.rope.scaling.type = "linear" with
+//            {arch}.rope.scaling.factor (or the older {arch}.rope.scale_linear).
+//   kLlama3: Llama 3.1's per-frequency scaling. From HF rope_scaling {"rope_type": "llama3"}:
+//            with wavelen = 2*pi / inv_freq, low = rope_original_context / rope_low_freq_factor,
 //            high = rope_original_context / rope_high_freq_factor:
 //            wavelen < high -> inv_freq unchanged; wavelen > low -> inv_freq / factor;
 //            otherwise smooth = (rope_original_context / wavelen - low_freq_factor) /
 //            (high_freq_factor - low_freq_factor) and
 //            inv_freq = (1 - smooth) * inv_freq / factor + smooth * inv_freq.
+//            From GGUF: llama.cpp's converter stores the per-dimension divisors instead, as the
+//            tensor rope_freqs.weight ([rope_dim / 2] F32) -> ModelConfig::rope_freq_factors,
+//            and the parameters are not recorded (rope_scaling_factor is the largest divisor).
 enum class RopeScaling { kNone, kLinear, kLlama3 };
+const char* RopeScalingName(RopeScaling scaling);  // "none", "linear", "llama3"
 
 struct ModelConfig {
   std::string architecture;  // GGUF general.architecture, e.g. "llama"
@@ -54,21 +60,34 @@ struct ModelConfig {
   float rope_scaling_factor = 1.0f;    // kLinear and kLlama3
   float rope_low_freq_factor = 1.0f;   // kLlama3
   float rope_high_freq_factor = 4.0f;  // kLlama3
-  int32_t rope_original_context = 0;   // kLlama3: original_max_position_embeddings
-  // Mistral sliding-window attention span in tokens (0 = full attention). Recorded only: the
-  // forward pass does not apply it yet.
+  int32_t rope_original_context = 0;   // kLlama3: original_max_position_embeddings (0: unknown)
+  // GGUF rope_freqs.weight: [rope_dim / 2] divisors of the inverse frequencies (llama.cpp's form
+  // of kLlama3). Empty otherwise; when set, RopeInvFreq uses them instead of the HF formula.
+  std::vector<float> rope_freq_factors;
+  // Sliding-window attention span in tokens (Mistral; 0 = full attention): a query at position
+  // p sees keys at positions > p - sliding_window. Applied by both forward paths.
   int32_t sliding_window = 0;
-  // Qwen3: RMSNorm over each q / k head (LayerWeights::q_norm / k_norm) before RoPE. Bound at
-  // load time; the forward pass does not apply it yet.
+  // Qwen3: RMSNorm over each q / k head (LayerWeights::q_norm / k_norm) before RoPE.
   bool has_qk_norm = false;
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
   // Checks the dims are positive and consistent; names the first bad field.
   Status Validate() const;
+  // The RoPE scaling part of Validate: positive factors, rope_freq_factors of rope_dim / 2.
+  Status ValidateRopeScaling() const;
 };
 
-// Reads the config from GGUF metadata (and the tensor table for what metadata may omit).
+// The per-dimension RoPE inverse frequencies [rope_dim / 2]: dims pair i rotates by
+// theta_i = pos * inv_freq[i]. Unscaled, inv_freq[i] = rope_theta^(-2i / rope_dim) computed in
+// double exactly as ops.h ApplyRope always has (so unscaled results stay bit-identical); then
+// divided by rope_freq_factors[i] if set, else scaled by the kLlama3 formula, and divided by
+// rope_scaling_factor for kLinear. Computed once per model by the forward paths.
+std::vector<double> RopeInvFreq(const ModelConfig& config);
+
+// Reads the config from GGUF metadata (and the tensor table for what metadata may omit, and
+// rope_freqs.weight). RoPE scaling keys: {arch}.rope.scaling.type ("none" or "linear"; others
+// are Unimplemented), .factor, .original_context_length, the legacy {arch}.rope.scale_linear.
 // Errors name the missing or malformed key.
 Result<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 

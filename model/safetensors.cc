@@ -306,6 +306,13 @@ const SafetensorsTensor* SafetensorsSet::Find(std::string_view name) const {
   return it == where_.end() ? nullptr : files_[it->second]->Find(name);
 }
 
+std::vector<const SafetensorsTensor*> SafetensorsSet::AllTensors() const {
+  std::vector<const SafetensorsTensor*> out;
+  out.reserve(where_.size());
+  for (const auto& [name, file] : where_) out.push_back(files_[file]->Find(name));
+  return out;
+}
+
 std::string SafetensorsSet::FileOf(std::string_view name) const {
   auto it = where_.find(name);
   return it == where_.end() ? "" : file_names_[it->second];

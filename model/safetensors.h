@@ -87,6 +87,8 @@ class SafetensorsSet {
   // The file a tensor came from (for error messages), or "" if unknown.
   std::string FileOf(std::string_view name) const;
   size_t num_tensors() const { return where_.size(); }
+  // Every tensor of every shard, in name order (for `pagoda inspect`).
+  std::vector<const SafetensorsTensor*> AllTensors() const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

@@ -51,6 +51,13 @@ class Tokenizer {
   virtual int32_t eos_id() const = 0;  // -1 if none
   // Whether the model expects BOS in front of a prompt by default.
   virtual bool add_bos_by_default() const = 0;
+
+  // For `pagoda inspect`: "spm" (SentencePiece) or "bpe" (byte-level BPE); the BPE
+  // pre-tokenizer's name ("gpt2", "llama-bpe", "qwen2", "custom", ...; "" for SentencePiece);
+  // the unknown-token id (-1 if none).
+  virtual std::string_view type_name() const { return "unknown"; }
+  virtual std::string_view pre_tokenizer_name() const { return ""; }
+  virtual int32_t unk_id() const { return -1; }
 };
 
 // Incremental detokenizer for one sequence. Feed ids one at a time; each call returns the

@@ -1,15 +1,35 @@
-// `pagoda inspect MODEL`: metadata, derived config and the tensor table of a GGUF file.
+// `pagoda inspect MODEL`: what a model is -- architecture, dims, RoPE (layout and scaling),
+// attention options, tokenizer kind and pre-tokenizer, special tokens, chat template kind,
+// metadata and the tensor table -- for a GGUF file or a Hugging Face directory, as text or JSON.
+//
+// JSON (--json): file, format ("gguf" | "hf"), config {architecture, name, n_embd, n_layers,
+// n_heads, n_kv_heads, head_dim, n_ff, vocab_size, context_length, rms_eps, rope_theta,
+// rope_dim, rope_layout, tied_embeddings, qkv_bias, qk_norm, sliding_window, bos_id, eos_id,
+// eos_ids}, rope {base, dim, layout, scaling {type, factor, low_freq_factor, high_freq_factor,
+// original_context, source}}, tokenizer {type, pre_tokenizer, vocab_size, add_bos},
+// special_tokens {bos, eos, eot, pad, unk: {id, text}} (id -1 when absent), chat_template
+// {kind: chatml | llama3 | llama2 | mistral | unknown | none, chars}, tensors [{name, type,
+// shape (row-major), bytes; GGUF also ne}], tensor_bytes; GGUF: gguf_version, alignment,
+// metadata; HF: hf_config (config.json). When the model does not load, "error" says why and the
+// sections that need a loaded model are absent.
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/neuron/neuron_backend.h"
+#include "model/chat_template.h"
 #include "model/gguf.h"
+#include "model/model.h"
 #include "model/model_config.h"
 #include "tools/commands.h"
 
 namespace pagoda::cli {
 namespace {
+
+using Json = nlohmann::json;
 
 struct InspectArgs {
   std::string model;
@@ -18,7 +38,7 @@ struct InspectArgs {
   bool all_metadata = false;
 };
 
-nlohmann::json ConfigJson(const ModelConfig& c) {
+Json ConfigJson(const ModelConfig& c) {
   return {{"architecture", c.architecture},
           {"name", c.name},
           {"n_embd", c.n_embd},
@@ -35,8 +55,218 @@ nlohmann::json ConfigJson(const ModelConfig& c) {
           {"rope_layout", RopeLayoutName(c.rope_layout)},
           {"tied_embeddings", c.tied_embeddings},
           {"qkv_bias", c.has_qkv_bias},
+          {"qk_norm", c.has_qk_norm},
+          {"sliding_window", c.sliding_window},
           {"bos_id", c.bos_id},
-          {"eos_id", c.eos_id}};
+          {"eos_id", c.eos_id},
+          {"eos_ids", c.eos_ids}};
+}
+
+Json RopeJson(const ModelConfig& c, bool gguf) {
+  Json scaling = {{"type", RopeScalingName(c.rope_scaling)}};
+  if (c.rope_scaling != RopeScaling::kNone) {
+    scaling["factor"] = c.rope_scaling_factor;
+    scaling["source"] = !c.rope_freq_factors.empty() ? "rope_freqs.weight"
+                        : gguf                       ? "metadata"
+                                                     : "config.json";
+  }
+  if (c.rope_original_context > 0) scaling["original_context"] = c.rope_original_context;
+  if (c.rope_scaling == RopeScaling::kLlama3 && c.rope_freq_factors.empty()) {
+    scaling["low_freq_factor"] = c.rope_low_freq_factor;
+    scaling["high_freq_factor"] = c.rope_high_freq_factor;
+  }
+  if (!c.rope_freq_factors.empty()) scaling["freq_factors"] = c.rope_freq_factors;
+  return {{"base", c.rope_theta},
+          {"dim", c.rope_dim},
+          {"layout", RopeLayoutName(c.rope_layout)},
+          {"scaling", scaling}};
+}
+
+// The id of the token spelled exactly `text`, or -1.
+int32_t FindPiece(const Tokenizer& tok, std::string_view text) {
+  if (text.empty()) return -1;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    if (tok.Piece(id) == text) return id;
+  }
+  return -1;
+}
+
+Json TokenJson(const Tokenizer& tok, int32_t id) {
+  if (id < 0 || id >= tok.vocab_size()) return {{"id", -1}, {"text", ""}};
+  return {{"id", id}, {"text", std::string(tok.Piece(id))}};
+}
+
+// A GGUF token-id key (0xFFFFFFFF and other out-of-range values mean none), or -1.
+int32_t GgufTokenId(const GgufFile& f, const char* key) {
+  auto v = f.GetInt(key);
+  return v.ok() && *v >= 0 && *v <= INT32_MAX ? static_cast<int32_t>(*v) : -1;
+}
+
+Json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Json();
+  Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? Json() : j;
+}
+
+// HF pad token: config.json pad_token_id, else tokenizer_config.json pad_token (text).
+int32_t HfPadId(const std::string& dir, const Tokenizer& tok) {
+  const Json cfg = ReadJsonFile(dir + "/config.json");
+  if (cfg.is_object() && cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
+    return cfg["pad_token_id"].get<int32_t>();
+  }
+  const Json tc = ReadJsonFile(dir + "/tokenizer_config.json");
+  if (!tc.is_object() || !tc.contains("pad_token")) return -1;
+  const Json& p = tc["pad_token"];
+  if (p.is_string()) return FindPiece(tok, p.get<std::string>());
+  if (p.is_object() && p.contains("content") && p["content"].is_string()) {
+    return FindPiece(tok, p["content"].get<std::string>());
+  }
+  return -1;
+}
+
+// tokenizer, special_tokens and chat_template sections of a loaded model.
+void AddTokenizerSections(const Model& m, Json* j) {
+  const Tokenizer& tok = *m.tokenizer;
+  (*j)["tokenizer"] = {{"type", std::string(tok.type_name())},
+                       {"pre_tokenizer", std::string(tok.pre_tokenizer_name())},
+                       {"vocab_size", tok.vocab_size()},
+                       {"add_bos", tok.add_bos_by_default()}};
+  std::string kind = m.chat_template.empty() ? "none" : "unknown";
+  int32_t eot = m.file ? GgufTokenId(*m.file, "tokenizer.ggml.eot_token_id") : -1;
+  if (auto k = DetectChatTemplate(m.chat_template); !m.chat_template.empty() && k.ok()) {
+    kind = ChatTemplateName(*k);
+    if (eot < 0) eot = FindPiece(tok, EndOfTurnToken(*k));
+  }
+  (*j)["chat_template"] = {{"kind", kind}, {"chars", m.chat_template.size()}};
+  const int32_t pad =
+      m.file ? GgufTokenId(*m.file, "tokenizer.ggml.padding_token_id") : HfPadId(m.path, tok);
+  (*j)["special_tokens"] = {{"bos", TokenJson(tok, tok.bos_id())},
+                            {"eos", TokenJson(tok, tok.eos_id())},
+                            {"eot", TokenJson(tok, eot)},
+                            {"pad", TokenJson(tok, pad)},
+                            {"unk", TokenJson(tok, tok.unk_id())}};
+}
+
+// Loads the model for the sections that need it; records the error otherwise.
+void AddModelSections(const std::string& path, bool gguf, Json* j) {
+  auto model = LoadModel(path);
+  if (!model.ok()) {
+    (*j)["error"] = model.status().ToString();
+    return;
+  }
+  const ModelConfig& c = (*model)->config;
+  (*j)["config"] = ConfigJson(c);
+  (*j)["rope"] = RopeJson(c, gguf);
+  AddTokenizerSections(**model, j);
+}
+
+Json InspectGguf(const std::string& path, const GgufFile& f, bool all_metadata) {
+  Json j = {{"file", path}, {"format", "gguf"}};
+  j["gguf_version"] = f.version();
+  j["alignment"] = f.alignment();
+  if (auto config = ModelConfigFromGguf(f); config.ok()) {
+    j["config"] = ConfigJson(*config);
+    j["rope"] = RopeJson(*config, true);
+  }
+  AddModelSections(path, true, &j);
+  for (const auto& [key, value] : f.metadata()) {
+    const bool big_array = value.type == GgufType::kArray && value.array_size() > 16;
+    j["metadata"][key] =
+        (big_array && !all_metadata) ? value.ToShortString(8) : value.ToShortString(1 << 20);
+  }
+  uint64_t total_bytes = 0;
+  j["tensors"] = Json::array();
+  for (const GgufTensor& t : f.tensors()) {
+    j["tensors"].push_back({{"name", t.name},
+                            {"type", TypeName(t.type)},
+                            {"shape", std::vector<int64_t>(t.ne.rbegin(), t.ne.rend())},
+                            {"ne", t.ne},
+                            {"bytes", t.nbytes}});
+    total_bytes += t.nbytes;
+  }
+  j["tensor_bytes"] = total_bytes;
+  return j;
+}
+
+Json InspectHf(const std::string& dir) {
+  Json j = {{"file", dir}, {"format", "hf"}};
+  j["hf_config"] = ReadJsonFile(dir + "/config.json");
+  AddModelSections(dir, false, &j);
+  auto set = SafetensorsSet::OpenDir(dir);
+  if (!set.ok()) {
+    if (!j.contains("error")) j["error"] = set.status().ToString();
+    return j;
+  }
+  uint64_t total_bytes = 0;
+  j["tensors"] = Json::array();
+  for (const SafetensorsTensor* t : (*set)->AllTensors()) {
+    j["tensors"].push_back(
+        {{"name", t->name}, {"type", t->dtype}, {"shape", t->shape}, {"bytes", t->nbytes()}});
+    total_bytes += t->nbytes();
+  }
+  j["tensor_bytes"] = total_bytes;
+  return j;
+}
+
+std::string Str(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+void PrintModelText(const Json& j) {
+  const Json& c = j["config"];
+  std::printf("\nmodel:\n  architecture   %s (%s)\n", Str(c["architecture"]).c_str(),
+              Str(c["name"]).c_str());
+  std::printf("  dims           hidden %s, layers %s, heads %s, kv heads %s, head_dim %s, ffn %s\n",
+              Str(c["n_embd"]).c_str(), Str(c["n_layers"]).c_str(), Str(c["n_heads"]).c_str(),
+              Str(c["n_kv_heads"]).c_str(), Str(c["head_dim"]).c_str(), Str(c["n_ff"]).c_str());
+  std::printf("  vocab          %s, context length %s, tied embeddings %s\n",
+              Str(c["vocab_size"]).c_str(), Str(c["context_length"]).c_str(),
+              Str(c["tied_embeddings"]).c_str());
+  if (j.contains("rope")) {
+    const Json& r = j["rope"];
+    Json scaling = r["scaling"];
+    if (scaling.contains("freq_factors")) scaling["freq_factors"] = scaling["freq_factors"].size();
+    std::printf("  rope           base %s, dim %s, %s, scaling %s\n", Str(r["base"]).c_str(),
+                Str(r["dim"]).c_str(), Str(r["layout"]).c_str(), scaling.dump().c_str());
+  }
+  std::printf("  attention      sliding window %s, qk_norm %s, qkv bias %s, rms eps %s\n",
+              Str(c["sliding_window"]).c_str(), Str(c["qk_norm"]).c_str(),
+              Str(c["qkv_bias"]).c_str(), Str(c["rms_eps"]).c_str());
+  if (!j.contains("tokenizer")) return;
+  const Json& t = j["tokenizer"];
+  std::printf("  tokenizer      %s, pre-tokenizer '%s', %s tokens, add_bos %s\n",
+              Str(t["type"]).c_str(), Str(t["pre_tokenizer"]).c_str(), Str(t["vocab_size"]).c_str(),
+              Str(t["add_bos"]).c_str());
+  for (const char* name : {"bos", "eos", "eot", "pad", "unk"}) {
+    const Json& s = j["special_tokens"][name];
+    std::printf("  %-14s %s %s\n", name, Str(s["id"]).c_str(), s["text"].dump().c_str());
+  }
+  std::printf("  chat template  %s (%s chars)\n", Str(j["chat_template"]["kind"]).c_str(),
+              Str(j["chat_template"]["chars"]).c_str());
+}
+
+void PrintText(const Json& j, bool all_metadata, const GgufFile* f) {
+  std::printf("%s: %s, %zu tensors, %.2f MiB of tensor data\n", Str(j["file"]).c_str(),
+              Str(j["format"]).c_str(), j.value("tensors", Json::array()).size(),
+              j.value("tensor_bytes", uint64_t{0}) / 1048576.0);
+  if (j.contains("error")) std::printf("\nerror: %s\n", Str(j["error"]).c_str());
+  if (j.contains("config")) PrintModelText(j);
+  if (f) {
+    std::printf("\nmetadata:\n");
+    for (const auto& [key, value] : f->metadata()) {
+      std::printf("  %-40s %s\n", key.c_str(),
+                  value.ToShortString(all_metadata ? 1 << 20 : 8).c_str());
+    }
+  }
+  std::printf("\ntensors:\n");
+  for (const Json& t : j.value("tensors", Json::array())) {
+    std::printf("  %-40s %-6s %-20s %12s bytes\n", Str(t["name"]).c_str(), Str(t["type"]).c_str(),
+                t["shape"].dump().c_str(), Str(t["bytes"]).c_str());
+  }
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 int RunInspect(const InspectArgs& args) {
@@ -49,51 +279,24 @@ int RunInspect(const InspectArgs& args) {
     return 0;
   }
   if (args.model.empty()) {
-    std::fprintf(stderr, "error: give a model file (or --neuron-manifest PATH)\n");
+    std::fprintf(stderr, "error: give a model file or directory (or --neuron-manifest PATH)\n");
     return 2;
   }
-  auto file = GgufFile::Open(args.model);
-  if (!file.ok()) {
-    std::fprintf(stderr, "error: %s\n", file.status().ToString().c_str());
-    return 1;
+  std::unique_ptr<GgufFile> file;
+  if (!IsDirectory(args.model)) {
+    auto opened = GgufFile::Open(args.model);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "error: %s\n", opened.status().ToString().c_str());
+      return 1;
+    }
+    file = std::move(opened).value();
   }
-  const GgufFile& f = **file;
-  auto config = ModelConfigFromGguf(f);
-  nlohmann::json j;
-  j["file"] = args.model;
-  j["gguf_version"] = f.version();
-  j["alignment"] = f.alignment();
-  j["config"] = config.ok() ? ConfigJson(*config) : nlohmann::json(config.status().ToString());
-  for (const auto& [key, value] : f.metadata()) {
-    const bool big_array = value.type == GgufType::kArray && value.array_size() > 16;
-    j["metadata"][key] =
-        (big_array && !args.all_metadata) ? value.ToShortString(8) : value.ToShortString(1 << 20);
-  }
-  uint64_t total_bytes = 0;
-  for (const GgufTensor& t : f.tensors()) {
-    j["tensors"].push_back(
-        {{"name", t.name}, {"type", TypeName(t.type)}, {"ne", t.ne}, {"bytes", t.nbytes}});
-    total_bytes += t.nbytes;
-  }
-  j["tensor_bytes"] = total_bytes;
+  const Json report =
+      file ? InspectGguf(args.model, *file, args.all_metadata) : InspectHf(args.model);
   if (args.json) {
-    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return 0;
-  }
-  std::printf("%s: GGUF v%u, %zu metadata keys, %zu tensors, %.2f MiB of tensor data\n",
-              args.model.c_str(), f.version(), f.metadata().size(), f.tensors().size(),
-              total_bytes / 1048576.0);
-  std::printf("\nconfig:\n");
-  for (auto& [k, v] : j["config"].items()) std::printf("  %-18s %s\n", k.c_str(), v.dump().c_str());
-  std::printf("\nmetadata:\n");
-  for (const auto& [key, value] : f.metadata()) {
-    std::printf("  %-40s %s\n", key.c_str(),
-                value.ToShortString(args.all_metadata ? 1 << 20 : 8).c_str());
-  }
-  std::printf("\ntensors:\n");
-  for (const GgufTensor& t : f.tensors()) {
-    std::printf("  %-32s %-6s %-20s %12llu bytes\n", t.name.c_str(), TypeName(t.type),
-                t.ShapeString().c_str(), static_cast<unsigned long long>(t.nbytes));
+    std::cout << report.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else {
+    PrintText(report, args.all_metadata, file.get());
   }
   return 0;
 }
@@ -102,8 +305,9 @@ int RunInspect(const InspectArgs& args) {
 
 void RegisterInspect(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show a model file's metadata and tensors");
-  cmd->add_option("model", args->model, "GGUF model file");
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Show a model's architecture, RoPE, tokenizer, special tokens and tensors");
+  cmd->add_option("model", args->model, "GGUF model file or Hugging Face model directory");
   cmd->add_option("--neuron-manifest", args->neuron_manifest,
                   "Validate a Neuron artifacts manifest.json and print its buckets");
   cmd->add_flag("--json", args->json, "Print JSON");

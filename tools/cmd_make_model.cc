@@ -1,4 +1,5 @@
-// `pagoda make-model`: writes a synthetic Llama GGUF (see tools/make_model.h).
+// `pagoda make-model`: writes a synthetic llama / qwen2 / qwen3 GGUF or HF directory (see
+// tools/make_model.h).
 #include <cstdio>
 
 #include "tools/commands.h"
@@ -11,6 +12,7 @@ namespace {
 struct MakeModelArgs {
   MakeModelOptions options;
   std::string dtype = "f32";
+  std::string rope_scaling = "none";
   bool quiet = false;
 };
 
@@ -24,6 +26,12 @@ int RunMakeModel(MakeModelArgs& args) {
     return 2;
   }
   args.options.dtype = *dtype;
+  auto rope = ParseRopeScalingSpec(args.rope_scaling);
+  if (!rope.ok()) {
+    std::fprintf(stderr, "error: %s\n", rope.status().message().c_str());
+    return 2;
+  }
+  args.options.rope_scaling = *rope;
   Status st = MakeModel(args.options, [&](int64_t done, int64_t total) {
     if (!args.quiet)
       std::fprintf(stderr, "\r[pagoda] make-model: tensor %lld/%lld", static_cast<long long>(done),
@@ -43,7 +51,7 @@ int RunMakeModel(MakeModelArgs& args) {
 void RegisterMakeModel(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<MakeModelArgs>();
   CLI::App* cmd =
-      app.add_subcommand("make-model", "Write a synthetic Llama GGUF with random weights");
+      app.add_subcommand("make-model", "Write a synthetic model (GGUF or HF) with random weights");
   cmd->add_option("--output,-o", args->options.output, "Output GGUF path")->required();
   cmd->add_option("--preset", args->options.preset, "tiny | small | medium")
       ->capture_default_str()
@@ -59,6 +67,16 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
                   "weights; f32/f16/bf16 and a SentencePiece vocabulary only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"gguf", "safetensors"}));
+  cmd->add_option("--arch", args->options.arch,
+                  "llama | qwen2 (Q/K/V biases) | qwen3 (per-head QK-norm)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
+  cmd->add_option("--head-dim", args->options.head_dim, "Head dim (default hidden / heads; even)")
+      ->check(CLI::Range(2, 4096));
+  cmd->add_option("--rope-scaling", args->rope_scaling,
+                  "none | linear:F | llama3:F[,LOW,HIGH[,ORIGINAL_CONTEXT]] (defaults 1, 4, the "
+                  "context length)")
+      ->capture_default_str();
   cmd->add_option("--seed", args->options.seed, "Weight seed")->capture_default_str();
   cmd->add_option("--layers", args->options.n_layers, "Override the preset's layer count")
       ->check(CLI::Range(1, 4096));

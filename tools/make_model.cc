@@ -2,12 +2,15 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <tuple>
 
@@ -179,91 +182,223 @@ Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, 
 }  // namespace
 
 Result<ModelShape> PresetShape(const std::string& preset) {
-  // n_embd, n_layers, n_heads, n_kv_heads, n_ff, context, rope theta, tied
-  if (preset == "tiny") return ModelShape{256, 4, 8, 2, 768, 1024, 10000.0f, false};
-  if (preset == "small") return ModelShape{576, 30, 9, 3, 1536, 2048, 100000.0f, true};
-  if (preset == "medium") return ModelShape{2048, 22, 32, 4, 5632, 2048, 10000.0f, false};
+  // n_embd, n_layers, n_heads, n_kv_heads, n_ff, context, rope theta, tied, head_dim (0: derived)
+  if (preset == "tiny") return ModelShape{256, 4, 8, 2, 768, 1024, 10000.0f, false, 0};
+  if (preset == "small") return ModelShape{576, 30, 9, 3, 1536, 2048, 100000.0f, true, 0};
+  if (preset == "medium") return ModelShape{2048, 22, 32, 4, 5632, 2048, 10000.0f, false, 0};
   return InvalidArgument("--preset: '" + preset + "' (expected tiny, small or medium)");
 }
 
-Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& progress) {
-  if (o.format == "safetensors") return MakeHfModel(o, progress);  // see GgufToHfDirectory
+Result<RopeScalingSpec> ParseRopeScalingSpec(std::string_view text) {
+  const std::string t(text);
+  const auto bad = [&](const std::string& why) {
+    return InvalidArgument("--rope-scaling: '" + t + "': " + why +
+                           " (expected none, linear:F or llama3:F[,LOW,HIGH[,ORIGINAL_CONTEXT]])");
+  };
+  RopeScalingSpec spec;
+  if (t.empty() || t == "none") return spec;
+  const size_t colon = t.find(':');
+  const std::string kind = t.substr(0, colon);
+  if (kind != "linear" && kind != "llama3") return bad("unknown type");
+  if (colon == std::string::npos) return bad("missing factor");
+  std::vector<double> v;
+  const std::string rest = t.substr(colon + 1);
+  for (size_t pos = 0; pos <= rest.size();) {
+    const size_t comma = std::min(rest.find(',', pos), rest.size());
+    const std::string item = rest.substr(pos, comma - pos);
+    char* end = nullptr;
+    const double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !(x > 0.0) || x > 1e9) {
+      return bad("'" + item + "' is not a positive number");
+    }
+    v.push_back(x);
+    pos = comma + 1;
+  }
+  const bool count_ok =
+      kind == "linear" ? v.size() == 1 : (v.size() == 1 || v.size() == 3 || v.size() == 4);
+  if (!count_ok) return bad("wrong number of values");
+  spec.type = kind == "linear" ? RopeScaling::kLinear : RopeScaling::kLlama3;
+  spec.factor = static_cast<float>(v[0]);
+  if (v.size() >= 3) {
+    spec.low_freq_factor = static_cast<float>(v[1]);
+    spec.high_freq_factor = static_cast<float>(v[2]);
+  }
+  if (v.size() == 4) spec.original_context = static_cast<int32_t>(v[3]);
+  if (!(spec.high_freq_factor > spec.low_freq_factor)) return bad("HIGH must exceed LOW");
+  return spec;
+}
+
+namespace {
+
+// The preset with the option overrides, checked.
+Result<ModelShape> ResolveShape(const MakeModelOptions& o) {
   PAGODA_ASSIGN_OR_RETURN(ModelShape s, PresetShape(o.preset));
   if (o.n_layers > 0) s.n_layers = o.n_layers;
   if (o.context_length > 0) s.context_length = o.context_length;
+  s.head_dim = o.head_dim > 0 ? o.head_dim : s.n_embd / s.n_heads;
+  if (s.head_dim % 2 != 0) return InvalidArgument("--head-dim: must be even");
+  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3") {
+    return InvalidArgument("--arch: '" + o.arch + "' (expected llama, qwen2 or qwen3)");
+  }
   if (!CanQuantize(o.dtype)) {
     return InvalidArgument(std::string("--dtype: ") + TypeName(o.dtype) +
                            " cannot be written (expected f32, f16, bf16, q8_0, q4_0 or q4_k_m)");
   }
+  return s;
+}
+
+// llama.cpp's rope_freqs.weight for Llama 3 scaling: per dim pair, the divisor of the inverse
+// frequency (convert_hf_to_gguf.py LlamaModel.generate_extra_tensors).
+std::vector<float> Llama3FreqFactors(const RopeScalingSpec& r, float theta, int32_t dim,
+                                     int32_t context) {
+  const double orig = r.original_context > 0 ? r.original_context : context;
+  const double low_wavelen = orig / r.low_freq_factor, high_wavelen = orig / r.high_freq_factor;
+  std::vector<float> factors;
+  for (int32_t i = 0; i < dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(static_cast<double>(theta), 2.0 * i / dim);
+    const double wavelen = 2.0 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(r.factor);
+    } else {
+      const double smooth =
+          (orig / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / r.factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+void WriteModelMetadata(const MakeModelOptions& o, const ModelShape& s, int64_t n_vocab,
+                        uint32_t file_type, GgufWriter& w) {
+  const std::string a = o.arch + ".";
+  w.AddString("general.architecture", o.arch);
+  w.AddString("general.name",
+              "pagoda-synthetic-" + o.preset + (o.arch == "llama" ? "" : "-" + o.arch));
+  w.AddUint32("general.file_type", file_type);
+  w.AddUint32("general.quantization_version", 2);
+  w.AddUint32(a + "context_length", static_cast<uint32_t>(s.context_length));
+  w.AddUint32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.AddUint32(a + "block_count", static_cast<uint32_t>(s.n_layers));
+  w.AddUint32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.AddUint32(a + "attention.head_count", static_cast<uint32_t>(s.n_heads));
+  w.AddUint32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
+  if (o.arch == "qwen3" || s.head_dim * s.n_heads != s.n_embd) {
+    w.AddUint32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    w.AddUint32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+  }
+  w.AddUint32(a + "rope.dimension_count", static_cast<uint32_t>(s.head_dim));
+  w.AddFloat32(a + "rope.freq_base", s.rope_theta);
+  if (o.rope_scaling.type == RopeScaling::kLinear) {
+    w.AddString(a + "rope.scaling.type", "linear");
+    w.AddFloat32(a + "rope.scaling.factor", o.rope_scaling.factor);
+  }
+  w.AddFloat32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.AddUint32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+}
+
+// Generates and adds the random tensors, counting progress.
+struct TensorAdder {
+  const MakeModelOptions& o;
+  const ModelShape& s;
+  const std::optional<QuantMix>& mix;
+  const std::vector<float>& output_scales;
+  const std::function<void(int64_t, int64_t)>& progress;
+  GgufWriter& w;
+  int64_t total = 0, done = 0;
+
+  void Tick() {
+    if (progress) progress(++done, total);
+  }
+  // A [rows][cols] tensor (1-D when rows == 1) of N(0, stddev), or U[lo, hi) when lo < hi.
+  Status Add(const std::string& name, int64_t rows, int64_t cols, GgmlType type, float stddev,
+             float lo = 0, float hi = 0) {
+    const bool is_output =
+        name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight");
+    std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
+    if (mix) type = TensorTypeForMix(*mix, name, ne, MixContext{s.n_layers, !s.tied_embeddings});
+    auto data =
+        RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi,
+                     is_output ? std::span<const float>(output_scales) : std::span<const float>());
+    PAGODA_RETURN_IF_ERROR(w.AddTensor(name, type, std::move(ne), std::move(data)));
+    Tick();
+    return Status::Ok();
+  }
+  Status AddLayer(int l);
+};
+
+Status TensorAdder::AddLayer(int l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const auto f32 = GgmlType::kF32;
+  const GgmlType t = o.dtype;
+  const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
+  const int64_t q_dim = int64_t{s.head_dim} * s.n_heads,
+                kv_dim = int64_t{s.head_dim} * s.n_kv_heads;
+  PAGODA_RETURN_IF_ERROR(Add(p + "attn_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
+  PAGODA_RETURN_IF_ERROR(Add(p + "attn_q.weight", q_dim, s.n_embd, t, 1.3f * in_std));
+  PAGODA_RETURN_IF_ERROR(Add(p + "attn_k.weight", kv_dim, s.n_embd, t, 1.3f * in_std));
+  PAGODA_RETURN_IF_ERROR(Add(p + "attn_v.weight", kv_dim, s.n_embd, t, in_std));
+  if (o.arch == "qwen2") {
+    PAGODA_RETURN_IF_ERROR(Add(p + "attn_q.bias", 1, q_dim, f32, 0.5f));
+    PAGODA_RETURN_IF_ERROR(Add(p + "attn_k.bias", 1, kv_dim, f32, 0.5f));
+    PAGODA_RETURN_IF_ERROR(Add(p + "attn_v.bias", 1, kv_dim, f32, 0.5f));
+  }
+  if (o.arch == "qwen3") {
+    PAGODA_RETURN_IF_ERROR(Add(p + "attn_q_norm.weight", 1, s.head_dim, f32, 0, 0.5f, 1.5f));
+    PAGODA_RETURN_IF_ERROR(Add(p + "attn_k_norm.weight", 1, s.head_dim, f32, 0, 0.5f, 1.5f));
+  }
+  PAGODA_RETURN_IF_ERROR(Add(p + "attn_output.weight", s.n_embd, q_dim, t,
+                             1.0f / std::sqrt(static_cast<float>(q_dim))));
+  PAGODA_RETURN_IF_ERROR(Add(p + "ffn_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
+  PAGODA_RETURN_IF_ERROR(Add(p + "ffn_gate.weight", s.n_ff, s.n_embd, t, in_std));
+  PAGODA_RETURN_IF_ERROR(Add(p + "ffn_up.weight", s.n_ff, s.n_embd, t, in_std));
+  return Add(p + "ffn_down.weight", s.n_embd, s.n_ff, t,
+             1.0f / std::sqrt(static_cast<float>(s.n_ff)));
+}
+
+int64_t TensorsPerLayer(const std::string& arch) {
+  return 9 + (arch == "qwen2" ? 3 : 0) + (arch == "qwen3" ? 2 : 0);
+}
+
+}  // namespace
+
+Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& progress) {
+  if (o.format == "safetensors") return MakeHfModel(o, progress);  // see GgufToHfDirectory
+  PAGODA_ASSIGN_OR_RETURN(ModelShape s, ResolveShape(o));
   // Quantized dtypes follow `pagoda quantize`'s mix (Q4_K selects Q4_K_M), whose per-tensor
   // fallback handles rows that are not a multiple of the block size.
   const std::optional<QuantMix> mix = MixForDtype(o.dtype);
-  const MixContext mix_ctx{s.n_layers, !s.tied_embeddings};
   if (!mix &&
       (s.n_embd % TypeTraits(o.dtype).block_size || s.n_ff % TypeTraits(o.dtype).block_size)) {
     return InvalidArgument("--dtype: the preset's dims are not a multiple of the block size");
   }
   PAGODA_ASSIGN_OR_RETURN(VocabSource vocab, LoadVocab(o.vocab_from));
   const int64_t n_vocab = vocab.size();
-  const int32_t head_dim = s.n_embd / s.n_heads;
-
   GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddString("general.name", "pagoda-synthetic-" + o.preset);
-  w.AddUint32("general.file_type", mix ? QuantMixFileType(*mix) : FileType(o.dtype));
-  w.AddUint32("general.quantization_version", 2);
-  w.AddUint32("llama.context_length", static_cast<uint32_t>(s.context_length));
-  w.AddUint32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.AddUint32("llama.block_count", static_cast<uint32_t>(s.n_layers));
-  w.AddUint32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.AddUint32("llama.attention.head_count", static_cast<uint32_t>(s.n_heads));
-  w.AddUint32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads));
-  w.AddUint32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.AddFloat32("llama.rope.freq_base", s.rope_theta);
-  w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.AddUint32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  WriteModelMetadata(o, s, n_vocab, mix ? QuantMixFileType(*mix) : FileType(o.dtype), w);
   WriteVocab(vocab, w);
 
-  const int64_t total = 3 + 9 * int64_t{s.n_layers};
-  int64_t done = 0;
   const std::vector<float> output_scales = OutputRowScales(vocab);
-  auto add = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type, float stddev,
-                 float lo = 0, float hi = 0) -> Status {
-    const bool is_output =
-        name == "output.weight" || (s.tied_embeddings && name == "token_embd.weight");
-    std::vector<int64_t> ne = rows == 1 ? std::vector<int64_t>{cols} : std::vector{cols, rows};
-    if (mix) type = TensorTypeForMix(*mix, name, ne, mix_ctx);
-    auto data =
-        RandomTensor(name, o.seed, rows, cols, type, stddev, lo, hi,
-                     is_output ? std::span<const float>(output_scales) : std::span<const float>());
-    PAGODA_RETURN_IF_ERROR(w.AddTensor(name, type, std::move(ne), std::move(data)));
-    if (progress) progress(++done, total);
-    return Status::Ok();
-  };
-  const auto f32 = GgmlType::kF32;
+  TensorAdder add{
+      o, s, mix, output_scales, progress, w, 3 + TensorsPerLayer(o.arch) * int64_t{s.n_layers}, 0};
   const float in_std = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
-  PAGODA_RETURN_IF_ERROR(add("token_embd.weight", n_vocab, s.n_embd, o.dtype, 1.0f));
-  PAGODA_RETURN_IF_ERROR(add("output_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
+  PAGODA_RETURN_IF_ERROR(add.Add("token_embd.weight", n_vocab, s.n_embd, o.dtype, 1.0f));
+  PAGODA_RETURN_IF_ERROR(add.Add("output_norm.weight", 1, s.n_embd, GgmlType::kF32, 0, 0.5f, 1.5f));
   if (!s.tied_embeddings) {
-    PAGODA_RETURN_IF_ERROR(add("output.weight", n_vocab, s.n_embd, o.dtype, 2.5f * in_std));
-  } else if (progress) {
-    progress(++done, total);
+    PAGODA_RETURN_IF_ERROR(add.Add("output.weight", n_vocab, s.n_embd, o.dtype, 2.5f * in_std));
+  } else {
+    add.Tick();
   }
-  const int64_t q_dim = int64_t{head_dim} * s.n_heads, kv_dim = int64_t{head_dim} * s.n_kv_heads;
-  for (int l = 0; l < s.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    PAGODA_RETURN_IF_ERROR(add(p + "attn_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
-    PAGODA_RETURN_IF_ERROR(add(p + "attn_q.weight", q_dim, s.n_embd, o.dtype, 1.3f * in_std));
-    PAGODA_RETURN_IF_ERROR(add(p + "attn_k.weight", kv_dim, s.n_embd, o.dtype, 1.3f * in_std));
-    PAGODA_RETURN_IF_ERROR(add(p + "attn_v.weight", kv_dim, s.n_embd, o.dtype, in_std));
-    PAGODA_RETURN_IF_ERROR(add(p + "attn_output.weight", s.n_embd, q_dim, o.dtype,
-                               1.0f / std::sqrt(static_cast<float>(q_dim))));
-    PAGODA_RETURN_IF_ERROR(add(p + "ffn_norm.weight", 1, s.n_embd, f32, 0, 0.5f, 1.5f));
-    PAGODA_RETURN_IF_ERROR(add(p + "ffn_gate.weight", s.n_ff, s.n_embd, o.dtype, in_std));
-    PAGODA_RETURN_IF_ERROR(add(p + "ffn_up.weight", s.n_ff, s.n_embd, o.dtype, in_std));
-    PAGODA_RETURN_IF_ERROR(add(p + "ffn_down.weight", s.n_embd, s.n_ff, o.dtype,
-                               1.0f / std::sqrt(static_cast<float>(s.n_ff))));
+  if (o.rope_scaling.type == RopeScaling::kLlama3) {
+    const std::vector<float> f =
+        Llama3FreqFactors(o.rope_scaling, s.rope_theta, s.head_dim, s.context_length);
+    std::vector<uint8_t> bytes(f.size() * 4);
+    std::memcpy(bytes.data(), f.data(), bytes.size());
+    PAGODA_RETURN_IF_ERROR(w.AddTensor("rope_freqs.weight", GgmlType::kF32,
+                                       {static_cast<int64_t>(f.size())}, std::move(bytes)));
   }
+  for (int l = 0; l < s.n_layers; ++l) PAGODA_RETURN_IF_ERROR(add.AddLayer(l));
   return w.Write(o.output);
 }
 
@@ -376,27 +511,43 @@ Result<SafetensorsWriteTensor> HfTensor(const GgufTensor& t, const std::string& 
   return out;
 }
 
-Result<std::vector<SafetensorsWriteTensor>> HfTensors(const GgufFile& f, int64_t n_layers,
-                                                      int64_t n_head, int64_t n_head_kv) {
+// (GGUF name, HF name, heads to un-permute or 0) of every tensor of the model.
+std::vector<std::tuple<std::string, std::string, int64_t>> HfTensorNames(const GgufFile& f,
+                                                                         const ModelConfig& c) {
   std::vector<std::tuple<std::string, std::string, int64_t>> names = {
       {"token_embd.weight", "model.embed_tokens.weight", 0},
       {"output_norm.weight", "model.norm.weight", 0}};
   if (f.FindTensor("output.weight")) names.emplace_back("output.weight", "lm_head.weight", 0);
-  for (int64_t l = 0; l < n_layers; ++l) {
+  const bool permute = c.rope_layout == RopeLayout::kInterleaved;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string g = "blk." + std::to_string(l) + ".";
     const std::string h = "model.layers." + std::to_string(l) + ".";
     names.emplace_back(g + "attn_norm.weight", h + "input_layernorm.weight", 0);
-    names.emplace_back(g + "attn_q.weight", h + "self_attn.q_proj.weight", n_head);
-    names.emplace_back(g + "attn_k.weight", h + "self_attn.k_proj.weight", n_head_kv);
+    names.emplace_back(g + "attn_q.weight", h + "self_attn.q_proj.weight", permute ? c.n_heads : 0);
+    names.emplace_back(g + "attn_k.weight", h + "self_attn.k_proj.weight",
+                       permute ? c.n_kv_heads : 0);
     names.emplace_back(g + "attn_v.weight", h + "self_attn.v_proj.weight", 0);
+    if (c.has_qkv_bias) {
+      for (const char* x : {"q", "k", "v"}) {
+        names.emplace_back(g + "attn_" + x + ".bias", h + "self_attn." + x + "_proj.bias", 0);
+      }
+    }
+    if (c.has_qk_norm) {
+      names.emplace_back(g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", 0);
+      names.emplace_back(g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", 0);
+    }
     names.emplace_back(g + "attn_output.weight", h + "self_attn.o_proj.weight", 0);
     names.emplace_back(g + "ffn_norm.weight", h + "post_attention_layernorm.weight", 0);
     names.emplace_back(g + "ffn_gate.weight", h + "mlp.gate_proj.weight", 0);
     names.emplace_back(g + "ffn_up.weight", h + "mlp.up_proj.weight", 0);
     names.emplace_back(g + "ffn_down.weight", h + "mlp.down_proj.weight", 0);
   }
+  return names;
+}
+
+Result<std::vector<SafetensorsWriteTensor>> HfTensors(const GgufFile& f, const ModelConfig& c) {
   std::vector<SafetensorsWriteTensor> out;
-  for (const auto& [gguf_name, hf_name, heads] : names) {
+  for (const auto& [gguf_name, hf_name, heads] : HfTensorNames(f, c)) {
     const GgufTensor* t = f.FindTensor(gguf_name);
     if (!t) return InvalidArgument("tensor '" + gguf_name + "' is missing");
     PAGODA_ASSIGN_OR_RETURN(auto st, HfTensor(*t, hf_name, heads));
@@ -405,9 +556,32 @@ Result<std::vector<SafetensorsWriteTensor>> HfTensors(const GgufFile& f, int64_t
   return out;
 }
 
-nlohmann::json HfConfigJson(const ModelConfig& c) {
-  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
-                      {"model_type", "llama"},
+// config.json "rope_scaling" for the GGUF's scaling (llama3: the parameters in `llama3`).
+Result<nlohmann::json> HfRopeScalingJson(const ModelConfig& c, const RopeScalingSpec& llama3) {
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    return nlohmann::json{
+        {"rope_type", "linear"}, {"type", "linear"}, {"factor", c.rope_scaling_factor}};
+  }
+  if (c.rope_scaling != RopeScaling::kLlama3) return nlohmann::json();
+  if (llama3.type != RopeScaling::kLlama3) {
+    return Unimplemented(
+        "tensor 'rope_freqs.weight': llama3 RoPE scaling cannot be written to config.json "
+        "without its parameters (factor, low/high_freq_factor, original context)");
+  }
+  return nlohmann::json{{"rope_type", "llama3"},
+                        {"factor", llama3.factor},
+                        {"low_freq_factor", llama3.low_freq_factor},
+                        {"high_freq_factor", llama3.high_freq_factor},
+                        {"original_max_position_embeddings",
+                         llama3.original_context > 0 ? llama3.original_context : c.context_length}};
+}
+
+Result<nlohmann::json> HfConfigJson(const ModelConfig& c, const RopeScalingSpec& llama3) {
+  const std::string hf_arch = c.architecture == "qwen2"   ? "Qwen2ForCausalLM"
+                              : c.architecture == "qwen3" ? "Qwen3ForCausalLM"
+                                                          : "LlamaForCausalLM";
+  nlohmann::json j = {{"architectures", {hf_arch}},
+                      {"model_type", c.architecture},
                       {"hidden_act", "silu"},
                       {"hidden_size", c.n_embd},
                       {"intermediate_size", c.n_ff},
@@ -420,6 +594,8 @@ nlohmann::json HfConfigJson(const ModelConfig& c) {
                       {"rope_theta", c.rope_theta},
                       {"vocab_size", c.vocab_size},
                       {"tie_word_embeddings", c.tied_embeddings}};
+  if (c.architecture == "qwen3") j["attention_bias"] = false;
+  PAGODA_ASSIGN_OR_RETURN(j["rope_scaling"], HfRopeScalingJson(c, llama3));
   if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
   if (c.eos_id >= 0) j["eos_token_id"] = c.eos_id;
   return j;
@@ -438,7 +614,7 @@ Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, 
   g.output = o.output + "/.make-model.tmp.gguf";
   PAGODA_RETURN_IF_ERROR(MakeModel(g, p));
   auto gguf = GgufFile::Open(g.output);
-  Status st = gguf.ok() ? GgufToHfDirectory(**gguf, o.output) : gguf.status();
+  Status st = gguf.ok() ? GgufToHfDirectory(**gguf, o.output, o.rope_scaling) : gguf.status();
   std::filesystem::remove(g.output, ec);
   PAGODA_RETURN_IF_ERROR(st);
   if (!o.vocab_from.empty() && !GgufFile::Open(o.vocab_from).ok()) {  // a tokenizer.model
@@ -451,10 +627,10 @@ Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, 
 
 }  // namespace
 
-Status GgufToHfDirectory(const GgufFile& f, const std::string& dir) {
+Status GgufToHfDirectory(const GgufFile& f, const std::string& dir, const RopeScalingSpec& llama3) {
   PAGODA_ASSIGN_OR_RETURN(ModelConfig c, ModelConfigFromGguf(f));
-  if (c.architecture != "llama" || c.rope_dim != c.head_dim) {
-    return Unimplemented("only llama GGUFs with full-head RoPE can be converted to safetensors");
+  if (c.rope_dim != c.head_dim) {
+    return Unimplemented("only GGUFs with full-head RoPE can be converted to safetensors");
   }
   auto tok_model = f.GetString("tokenizer.ggml.model");
   if (!tok_model.ok() || *tok_model != "llama") {
@@ -463,9 +639,10 @@ Status GgufToHfDirectory(const GgufFile& f, const std::string& dir) {
         "vocabularies can be written as an HF tokenizer (pass a tokenizer.model "
         "or SentencePiece GGUF as --vocab-from)");
   }
-  PAGODA_ASSIGN_OR_RETURN(auto tensors, HfTensors(f, c.n_layers, c.n_heads, c.n_kv_heads));
+  PAGODA_ASSIGN_OR_RETURN(nlohmann::json config_json, HfConfigJson(c, llama3));
+  PAGODA_ASSIGN_OR_RETURN(auto tensors, HfTensors(f, c));
   PAGODA_RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}}));
-  PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/config.json", HfConfigJson(c).dump(2)));
+  PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/config.json", config_json.dump(2)));
   PAGODA_ASSIGN_OR_RETURN(std::string spm, SentencePieceFromGguf(f));
   PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/tokenizer.model", spm));
   const GgufValue* toks = f.FindArray("tokenizer.ggml.tokens");

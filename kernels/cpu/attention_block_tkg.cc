@@ -304,6 +304,10 @@ Status TkgRunner::ValidateBlock(const TkgConfig& c, const TkgWeights& w, const T
   if (c.rope_dim < 0 || c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {
     return InvalidArgument("rope_dim must be 0 or even and <= head_dim");
   }
+  if (!c.rope_inv_freq.empty() &&
+      static_cast<int64_t>(c.rope_inv_freq.size()) * 2 != int64_t{c.rope_dim}) {
+    return InvalidArgument("rope_inv_freq: expected rope_dim / 2 values or none");
+  }
   PAGODA_RETURN_IF_ERROR(ValidateWeights(c, w));
   if (a.x.size() % static_cast<size_t>(c.hidden) != 0) {
     return InvalidArgument("x: size not a multiple of hidden");
@@ -370,7 +374,10 @@ void TkgRunner::TokenStages(const TkgConfig& c, const TkgWeights& w, const TkgAr
     HeadNorms(q, c.n_heads, c.head_dim, w.q_norm_pre, ones, c.qk_norm_eps);
     HeadNorms(k, c.n_kv_heads, c.head_dim, w.k_norm_pre, ones, c.qk_norm_eps);
   }
-  if (c.rope_dim > 0) {
+  if (c.rope_dim > 0 && !c.rope_inv_freq.empty()) {
+    ApplyRope(q, c.n_heads, c.head_dim, a.positions[t], c.rope_inv_freq, c.rope_layout);
+    ApplyRope(k, c.n_kv_heads, c.head_dim, a.positions[t], c.rope_inv_freq, c.rope_layout);
+  } else if (c.rope_dim > 0) {
     ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, a.positions[t], c.rope_base, c.rope_layout);
     ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, a.positions[t], c.rope_base, c.rope_layout);
   }

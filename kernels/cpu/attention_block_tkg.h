@@ -10,7 +10,8 @@
 //   3. optional per-head RmsNorm of Q and K (gammas q_norm_pre / k_norm_pre, [head_dim], empty =
 //      no gamma), eps qk_norm_eps; V is never normalised
 //   4. RoPE of Q and K at positions[t] exactly as ops.h ApplyRope (rope_dim dims of each head,
-//      theta_i = pos * rope_base^(-2i/rope_dim), halves or interleaved); rope_dim 0 disables it
+//      theta_i = pos * rope_inv_freq[i] when the table is given (RopeInvFreq: RoPE scaling),
+//      else pos * rope_base^(-2i/rope_dim); halves or interleaved); rope_dim 0 disables it
 //   5. optional per-head RmsNorm of Q and K after RoPE (q_norm_post / k_norm_post)
 //   6. K, V rounded to the cache dtype (fp8: quantized with kv.k_scale / v_scale): these values
 //      are what attention uses and what is written (seed-kernels.md 2.7.0)
@@ -59,6 +60,9 @@ struct TkgConfig {
   float qk_norm_eps = 1e-6f;
   int32_t rope_dim = 0;  // 0: no RoPE; else even and <= head_dim
   float rope_base = 10000.0f;
+  // [rope_dim / 2] inverse frequencies (model_config.h RopeInvFreq), or empty to use rope_base
+  // unscaled. Not owned: must outlive the call.
+  std::span<const double> rope_inv_freq;
   RopeLayout rope_layout = RopeLayout::kHalves;
   std::optional<float> softmax_scale;  // default 1/sqrt(head_dim); finite and > 0
   int32_t sliding_window = 0;          // 0: none

@@ -72,7 +72,11 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
 
 CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
                        TkgWorkspace workspace, const CpuBackendOptions& options)
-    : config_(config), weights_(weights), pool_(std::move(pool)), tkg_(std::move(workspace)) {
+    : config_(config),
+      weights_(weights),
+      pool_(std::move(pool)),
+      tkg_(std::move(workspace)),
+      rope_inv_freq_(RopeInvFreq(config)) {
   caps_.name = "cpu";
   caps_.max_num_batched_tokens = options.max_num_batched_tokens;
   caps_.max_num_seqs = options.max_num_seqs;
@@ -189,6 +193,7 @@ Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) 
   c.rms_eps = config_.rms_eps;
   c.rope_dim = config_.rope_dim;
   c.rope_base = config_.rope_theta;
+  c.rope_inv_freq = rope_inv_freq_;
   c.rope_layout = config_.rope_layout;
   c.qk_norm_pre_rope = config_.has_qk_norm;
   c.qk_norm_eps = config_.rms_eps;
@@ -212,7 +217,8 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b, int32_t first
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(b.token_ids.size()) - first;
-  QkvRope(c, w, x_.data() + int64_t{first} * c.n_embd, n, positions_.data() + first, scratch_);
+  QkvRope(c, w, x_.data() + int64_t{first} * c.n_embd, n, positions_.data() + first, rope_inv_freq_,
+          scratch_);
   const PagedKvView kv = LayerView(layer);
   // Attention uses the values the cache holds, so chunked and decode paths agree.
   kv::RoundTripRow(kv.dtype, kv.k_scale, scratch_.k.data(), n * c.kv_dim());

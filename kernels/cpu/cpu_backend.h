@@ -1,6 +1,7 @@
 // CpuBackend: the default Backend. Owns the paged KV pool (kvcache/KvPool) and per-step scratch
 // sized once; runs each step layer by layer:
 //   decode rows  -> attention_block_tkg (fused norm, QKV, RoPE, cache write, attention, out proj)
+//                   with the same RoPE inverse-frequency table (RopeInvFreq: scaling) as prefill
 //   prefill rows -> norm, QKV, RoPE, cache write, flash_paged_attention, out proj
 //   all rows     -> MLP; then final norm + LM head for the rows that need logits.
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend.
@@ -59,6 +60,7 @@ class CpuBackend final : public Backend {
   std::vector<float> x_, attn_, attn_out_;
   std::vector<int32_t> positions_;
   std::vector<AttnSeq> decode_seqs_, prefill_seqs_;
+  std::vector<double> rope_inv_freq_;  // RopeInvFreq(config_), shared by prefill and decode
 };
 
 }  // namespace pagoda::cpu

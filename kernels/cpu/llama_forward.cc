@@ -11,7 +11,8 @@ LlamaForward::LlamaForward(const ModelConfig& config, const ModelWeights& weight
                            int32_t max_context)
     : config_(config),
       weights_(weights),
-      max_context_(std::min(max_context, config.context_length)) {
+      max_context_(std::min(max_context, config.context_length)),
+      rope_inv_freq_(RopeInvFreq(config)) {
   const size_t kv = static_cast<size_t>(config_.n_layers) * max_context_ * config_.kv_dim();
   k_cache_.assign(kv, 0.0f);
   v_cache_.assign(kv, 0.0f);
@@ -65,7 +66,7 @@ Result<std::span<const float>> LlamaForward::Forward(std::span<const int32_t> to
 void LlamaForward::AttentionLayer(int layer, int64_t n) {
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
-  QkvRope(c, w, x_.data(), n, positions_.data(), scratch_);
+  QkvRope(c, w, x_.data(), n, positions_.data(), rope_inv_freq_, scratch_);
   const size_t layer_off = static_cast<size_t>(layer) * max_context_ * c.kv_dim();
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = num_cached_ + t;

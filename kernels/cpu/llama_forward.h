@@ -2,7 +2,8 @@
 // contiguous per-sequence KV cache. Simple and obviously right: it is the reference the paged
 // kernels are checked against, and what `pagoda generate` runs until the engine takes over.
 //
-// Per layer:  h = RmsNorm(x) ; q,k,v = Wq h (+bq), Wk h (+bk), Wv h (+bv) ; RoPE(q, k) ;
+// Per layer:  h = RmsNorm(x) ; q,k,v = Wq h (+bq), Wk h (+bk), Wv h (+bv) ;
+//             per-head RmsNorm(q, k) (Qwen3) ; RoPE(q, k) with RopeInvFreq(config) (scaling) ;
 //             x += Wo softmax(q k^T / sqrt(head_dim) + causal) v   (query head j -> kv head j/g)
 //             x += Wdown(silu(Wgate RmsNorm(x)) * Wup RmsNorm(x))
 // logits = Woutput RmsNorm(x)
@@ -50,6 +51,7 @@ class LlamaForward {
   LayerScratch scratch_;
   std::vector<int32_t> positions_;
   std::vector<float> x_, attn_, logits_, scores_;
+  std::vector<double> rope_inv_freq_;  // RopeInvFreq(config_), [rope_dim / 2]
 };
 
 }  // namespace pagoda::cpu

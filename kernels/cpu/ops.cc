@@ -22,23 +22,41 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+namespace {
+
+// Rotates dim pair i (of rope_dim = 2 * half) of every head by theta.
+inline void RotatePair(float* x, int32_t n_heads, int32_t head_dim, int32_t half, int32_t i,
+                       double theta, RopeLayout layout) {
+  const float c = static_cast<float>(std::cos(theta));
+  const float s = static_cast<float>(std::sin(theta));
+  const int32_t a = layout == RopeLayout::kInterleaved ? 2 * i : i;
+  const int32_t b = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    const float x0 = v[a];
+    const float x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+}  // namespace
+
 void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, int64_t pos,
                float base, RopeLayout layout) {
   const int32_t half = rope_dim / 2;
   for (int32_t i = 0; i < half; ++i) {
     const double theta =
         static_cast<double>(pos) * std::pow(static_cast<double>(base), -2.0 * i / rope_dim);
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
-    for (int32_t h = 0; h < n_heads; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
-      const int32_t a = layout == RopeLayout::kInterleaved ? 2 * i : i;
-      const int32_t b = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;
-      const float x0 = v[a];
-      const float x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
-    }
+    RotatePair(x, n_heads, head_dim, half, i, theta, layout);
+  }
+}
+
+void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int64_t pos,
+               std::span<const double> inv_freq, RopeLayout layout) {
+  const auto half = static_cast<int32_t>(inv_freq.size());
+  for (int32_t i = 0; i < half; ++i) {
+    RotatePair(x, n_heads, head_dim, half, i, static_cast<double>(pos) * inv_freq[i], layout);
   }
 }
 
@@ -68,6 +86,12 @@ void LayerScratch::Reserve(const ModelConfig& c, int64_t n) {
 
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
              const int32_t* positions, LayerScratch& s) {
+  const std::vector<double> inv_freq = RopeInvFreq(c);
+  QkvRope(c, w, x, n, positions, inv_freq, s);
+}
+
+void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
+             const int32_t* positions, std::span<const double> rope_inv_freq, LayerScratch& s) {
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
   }
@@ -92,8 +116,8 @@ void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_
         RmsNorm(kh, w.k_norm.data(), c.head_dim, c.rms_eps, kh);
       }
     }
-    ApplyRope(q, c.n_heads, c.head_dim, c.rope_dim, positions[t], c.rope_theta, c.rope_layout);
-    ApplyRope(k, c.n_kv_heads, c.head_dim, c.rope_dim, positions[t], c.rope_theta, c.rope_layout);
+    ApplyRope(q, c.n_heads, c.head_dim, positions[t], rope_inv_freq, c.rope_layout);
+    ApplyRope(k, c.n_kv_heads, c.head_dim, positions[t], rope_inv_freq, c.rope_layout);
   }
 }
 

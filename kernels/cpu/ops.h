@@ -1,11 +1,13 @@
 // Basic fp32 CPU ops used by the model forward: matmul against a typed weight matrix,
-// RMSNorm, RoPE (both layouts), SwiGLU, embedding lookup.
+// RMSNorm, RoPE (both layouts, optionally with a scaled inverse-frequency table), SwiGLU,
+// embedding lookup.
 //
 // Layouts: activations are row-major [n_tokens][dim] fp32. A WeightView is [rows][cols] in
 // its storage type; MatMul computes y[t][r] = sum_c W[r][c] * x[t][c].
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/model_config.h"
@@ -21,9 +23,15 @@ void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y);
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
 // Rotates the first rope_dim dims of each of n_heads heads (head-major [n_heads][head_dim]) of
-// one token at position pos. theta_i = pos * base^(-2i/rope_dim).
+// one token at position pos. theta_i = pos * base^(-2i/rope_dim) (no scaling).
 void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, int64_t pos,
                float base, RopeLayout layout);
+
+// The same rotation with a precomputed inverse-frequency table (model_config.h RopeInvFreq,
+// which carries the RoPE scaling): rope_dim = 2 * inv_freq.size(), theta_i = pos * inv_freq[i].
+// For an unscaled config the result is bit-identical to the overload above.
+void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int64_t pos,
+               std::span<const double> inv_freq, RopeLayout layout);
 
 // gate[i] = silu(gate[i]) * up[i]
 void SwiGlu(float* gate, const float* up, int64_t n);
@@ -43,7 +51,12 @@ struct LayerScratch {
 
 // The attention input of a layer for n tokens of x [n][n_embd]:
 //   s.h = RmsNorm(x) * attn_norm; s.q, s.k, s.v = Wq/Wk/Wv h (+ bias); per-head RmsNorm of q and
-//   k when the model has QK-norm (Qwen3); RoPE(q, k) at positions[t].
+//   k when the model has QK-norm (Qwen3); RoPE(q, k) at positions[t] with `rope_inv_freq`
+//   (RopeInvFreq(c), computed once per model by the caller). Layouts: s.q [n][n_heads][head_dim],
+//   s.k / s.v [n][n_kv_heads][head_dim].
+void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
+             const int32_t* positions, std::span<const double> rope_inv_freq, LayerScratch& s);
+// As above, computing RopeInvFreq(c) on each call.
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
              const int32_t* positions, LayerScratch& s);
 

@@ -98,6 +98,9 @@ class BpeTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return vocab_.bos_id; }
   int32_t eos_id() const override { return vocab_.eos_id; }
   bool add_bos_by_default() const override { return vocab_.add_bos; }
+  std::string_view type_name() const override { return "bpe"; }
+  std::string_view pre_tokenizer_name() const override { return vocab_.pre_tokenizer; }
+  int32_t unk_id() const override { return vocab_.unk_id; }
 
  private:
   struct MergeInfo {

@@ -119,6 +119,8 @@ class SpmTokenizer final : public Tokenizer {
   int32_t bos_id() const override { return vocab_.bos_id; }
   int32_t eos_id() const override { return vocab_.eos_id; }
   bool add_bos_by_default() const override { return vocab_.add_bos; }
+  std::string_view type_name() const override { return "spm"; }
+  int32_t unk_id() const override { return vocab_.unk_id; }
 
  private:
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }

@@ -1,9 +1,13 @@
-// One synthetic llama model written as a GGUF and as a Hugging Face directory: both load
-// through LoadModel and compute the same logits (the Q/K permutation undoes the RoPE layouts).
+// One synthetic model written as a GGUF and as a Hugging Face directory: both load through
+// LoadModel and compute the same logits (for llama the Q/K permutation undoes the RoPE layouts;
+// qwen2 / qwen3 use halves in both), for every architecture make-model writes (llama, qwen2 with
+// QKV biases, qwen3 with QK-norm and head_dim != hidden / heads) and with RoPE scaling (linear
+// from GGUF metadata, llama3 from rope_freqs.weight vs config.json's parameters).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,6 +98,123 @@ TEST_P(CrossFormat, SameLogitsFromGgufAndSafetensors) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, CrossFormat,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16),
                          [](const auto& info) { return std::string(TypeName(info.param)); });
+
+struct ArchCase {
+  const char* name;
+  const char* arch;
+  int32_t head_dim;  // 0: hidden / heads
+  const char* rope_scaling;
+};
+
+class CrossArch : public ::testing::TestWithParam<ArchCase> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pagoda_hf_arch_" + std::string(GetParam().name) + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  MakeModelOptions Options(const std::string& format, const std::string& out,
+                           const char* rope_scaling) {
+    MakeModelOptions o;
+    o.preset = "tiny";
+    o.n_layers = 2;
+    o.context_length = 128;
+    o.seed = 11;
+    o.arch = GetParam().arch;
+    o.head_dim = GetParam().head_dim;
+    o.rope_scaling = *ParseRopeScalingSpec(rope_scaling);
+    o.format = format;
+    o.output = out;
+    return o;
+  }
+  fs::path dir_;
+};
+
+float MaxDiff(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+// Logits at every prompt position, then at three decode steps, concatenated.
+std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& ids) {
+  cpu::LlamaForward f(m.config, m.weights, 128);
+  auto prompt = f.Forward(ids, true);
+  EXPECT_TRUE(prompt.ok()) << prompt.status().ToString();
+  if (!prompt.ok()) return {};
+  std::vector<float> out(prompt->begin(), prompt->end());
+  for (int32_t next : {ids[1], ids[2], ids[3]}) {
+    auto step = f.Forward(std::span<const int32_t>(&next, 1), false);
+    EXPECT_TRUE(step.ok());
+    if (step.ok()) out.insert(out.end(), step->begin(), step->end());
+  }
+  return out;
+}
+
+TEST_P(CrossArch, SameLogitsFromGgufAndSafetensorsAtEveryPosition) {
+  const ArchCase& k = GetParam();
+  const std::string gguf = (dir_ / "m.gguf").string(), hf = (dir_ / "hf").string();
+  ASSERT_TRUE(MakeModel(Options("gguf", gguf, k.rope_scaling)).ok());
+  Status st = MakeModel(Options("safetensors", hf, k.rope_scaling));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto a = LoadModel(gguf);
+  auto b = LoadModel(hf);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const ModelConfig &ca = (*a)->config, &cb = (*b)->config;
+  const bool llama = std::string(k.arch) == "llama";
+  EXPECT_EQ(ca.architecture, k.arch);
+  EXPECT_EQ(cb.architecture, k.arch);
+  EXPECT_EQ(ca.rope_layout, llama ? RopeLayout::kInterleaved : RopeLayout::kHalves);
+  EXPECT_EQ(cb.rope_layout, RopeLayout::kHalves);
+  EXPECT_EQ(ca.has_qkv_bias, std::string(k.arch) == "qwen2");
+  EXPECT_EQ(cb.has_qkv_bias, ca.has_qkv_bias);
+  EXPECT_EQ(ca.has_qk_norm, std::string(k.arch) == "qwen3");
+  EXPECT_EQ(cb.has_qk_norm, ca.has_qk_norm);
+  EXPECT_EQ(ca.head_dim, k.head_dim > 0 ? k.head_dim : 32);
+  EXPECT_EQ(cb.head_dim, ca.head_dim);
+  EXPECT_EQ(ca.rope_scaling, cb.rope_scaling);
+  EXPECT_EQ(ca.rope_scaling, ParseRopeScalingSpec(k.rope_scaling)->type);
+  EXPECT_EQ(ca.rope_freq_factors.empty(), ca.rope_scaling != RopeScaling::kLlama3);
+  EXPECT_TRUE(cb.rope_freq_factors.empty());
+
+  const std::string text = "The quick brown fox jumps over the lazy dog; 0123456789 and more!";
+  const auto ids = (*a)->tokenizer->Encode(text, true);
+  ASSERT_EQ(ids, (*b)->tokenizer->Encode(text, true));
+  ASSERT_GT(ids.size(), 50u);
+  const std::vector<float> la = AllLogits(**a, ids), lb = AllLogits(**b, ids);
+  const float diff = MaxDiff(la, lb);
+  float max_abs = 0;
+  for (float v : la) max_abs = std::max(max_abs, std::fabs(v));
+  std::printf(
+      "[cross-format] %-14s %zu positions + 3 decode steps: max |GGUF - HF| = %.3g "
+      "(max |logit| %.3g)\n",
+      k.name, ids.size(), diff, max_abs);
+  RecordProperty("max_diff", std::to_string(diff));
+  EXPECT_LE(diff, 1e-4f);
+  EXPECT_GT(max_abs, 0.1f);
+
+  if (ca.rope_scaling != RopeScaling::kNone) {  // the scaling is really applied
+    const std::string plain = (dir_ / "plain.gguf").string();
+    ASSERT_TRUE(MakeModel(Options("gguf", plain, "none")).ok());
+    auto p = LoadModel(plain);
+    ASSERT_TRUE(p.ok());
+    EXPECT_GT(MaxDiff(AllLogits(**p, ids), la), 1e-2f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, CrossArch,
+                         ::testing::Values(ArchCase{"llama", "llama", 0, "none"},
+                                           ArchCase{"qwen2_bias", "qwen2", 0, "none"},
+                                           ArchCase{"qwen3_qk_norm", "qwen3", 48, "none"},
+                                           ArchCase{"llama_llama3", "llama", 0, "llama3:8,1,4,32"},
+                                           ArchCase{"qwen2_linear", "qwen2", 0, "linear:4"},
+                                           ArchCase{"qwen3_llama3", "qwen3", 48,
+                                                    "llama3:4,1,4,64"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(HfLoad, RejectsQuantizedSafetensorsAndMissingTensors) {
   MakeModelOptions o;

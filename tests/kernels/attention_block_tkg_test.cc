@@ -614,12 +614,7 @@ void MakeTinyModel(std::mt19937& rng, TinyModel& m) {
   m.weights.layers.push_back(l);
 }
 
-TEST(AttentionBlockTkgTest, ReproducesLlamaForwardDecodeSteps) {
-  std::mt19937 rng(77);
-  TinyModel m;
-  MakeTinyModel(rng, m);
-  const ModelConfig& mc = m.cfg;
-  LlamaForward fwd(mc, m.weights, 128);
+TkgConfig TkgConfigFor(const ModelConfig& mc) {
   TkgConfig k;
   k.hidden = mc.n_embd;
   k.n_heads = mc.n_heads;
@@ -629,6 +624,25 @@ TEST(AttentionBlockTkgTest, ReproducesLlamaForwardDecodeSteps) {
   k.rope_dim = mc.rope_dim;
   k.rope_base = mc.rope_theta;
   k.rope_layout = mc.rope_layout;
+  return k;
+}
+
+// The TKG block against LlamaForward on a one-layer model; `scaled` adds Llama 3 RoPE scaling,
+// passed to the kernel as the model's RopeInvFreq table.
+void ExpectLlamaForwardDecodeSteps(bool scaled) {
+  std::mt19937 rng(77);
+  TinyModel m;
+  MakeTinyModel(rng, m);
+  if (scaled) {
+    m.cfg.rope_scaling = RopeScaling::kLlama3;
+    m.cfg.rope_scaling_factor = 8.0f;
+    m.cfg.rope_original_context = 32;
+  }
+  const ModelConfig& mc = m.cfg;
+  LlamaForward fwd(mc, m.weights, 128);
+  const std::vector<double> inv_freq = RopeInvFreq(mc);
+  TkgConfig k = TkgConfigFor(mc);
+  if (scaled) k.rope_inv_freq = inv_freq;
   const LayerWeights& l = m.weights.layers[0];
   TkgWeights w;
   w.attn_norm = l.attn_norm;
@@ -669,6 +683,38 @@ TEST(AttentionBlockTkgTest, ReproducesLlamaForwardDecodeSteps) {
     }
     ctx += n;
   }
+}
+
+TEST(AttentionBlockTkgTest, ReproducesLlamaForwardDecodeSteps) {
+  ExpectLlamaForwardDecodeSteps(false);
+}
+
+TEST(AttentionBlockTkgTest, ReproducesLlamaForwardDecodeStepsWithRopeScaling) {
+  ExpectLlamaForwardDecodeSteps(true);
+}
+
+TEST(AttentionBlockTkgTest, RejectsARopeTableOfTheWrongSize) {
+  std::mt19937 rng(78);
+  TinyModel m;
+  MakeTinyModel(rng, m);
+  TkgConfig k;
+  k.hidden = 64, k.n_heads = 8, k.n_kv_heads = 2, k.head_dim = 16, k.rms_eps = 1e-5f;
+  k.rope_dim = 16;
+  const std::vector<double> table(7, 1.0);  // rope_dim / 2 is 8
+  k.rope_inv_freq = table;
+  const LayerWeights& l = m.weights.layers[0];
+  TkgWeights w;
+  w.attn_norm = l.attn_norm;
+  w.wq = l.wq, w.wk = l.wk, w.wv = l.wv, w.wo = l.wo;
+  TestPool pool(PagedKvDtype::kF32, 4, 2, 4, 16);
+  TkgWorkspace ws = MakeWorkspace(k, 4, 1, 4);
+  const std::vector<int32_t> table_ids = {0}, positions = {0}, slots = {0};
+  const std::vector<AttnSeq> seqs = {{0, 1, 0, table_ids}};
+  std::vector<float> x(64, 0.5f), out(64);
+  TkgArgs a{seqs, x, positions, slots, pool.view, out};
+  const Status st = AttentionBlockTkg(k, w, a, ws);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("rope_inv_freq"), std::string::npos);
 }
 
 }  // namespace

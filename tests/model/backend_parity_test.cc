@@ -1,7 +1,8 @@
 // The paged CPU backend (flash paged attention for prefill chunks, the TKG block for decode)
 // against the simple reference forward (LlamaForward) on random in-memory models, including
 // the options real checkpoints use: GQA, QKV bias, per-head QK-norm (Qwen3), sliding window
-// (Mistral), both RoPE layouts.
+// (Mistral), both RoPE layouts, RoPE scaling (linear, Llama 3 from the HF parameters and from
+// llama.cpp's rope_freqs factors).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,8 +34,30 @@ struct RandomModel {
   }
 };
 
+enum class Rope { kPlain, kLinear, kLlama3, kFreqFactors };
+
+// RoPE scaling on a rope_dim 16, theta 1e4 model (pair wavelengths 6.3, 19.9, 62.8, ...): Llama 3
+// with original context 32 keeps pair 0, smooths pair 1 and divides the rest by the factor.
+void SetRopeScaling(Rope rope, ModelConfig& c) {
+  if (rope == Rope::kLinear) {
+    c.rope_scaling = RopeScaling::kLinear;
+    c.rope_scaling_factor = 3.0f;
+  } else if (rope == Rope::kLlama3) {
+    c.rope_scaling = RopeScaling::kLlama3;
+    c.rope_scaling_factor = 8.0f;
+    c.rope_low_freq_factor = 1.0f;
+    c.rope_high_freq_factor = 4.0f;
+    c.rope_original_context = 32;
+  } else if (rope == Rope::kFreqFactors) {
+    c.rope_scaling = RopeScaling::kLlama3;
+    c.rope_freq_factors = {1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 8.0f, 8.0f, 8.0f};
+    c.rope_scaling_factor = 8.0f;
+  }
+}
+
 std::unique_ptr<RandomModel> MakeRandomModel(bool bias, bool qk_norm, int32_t window,
-                                             RopeLayout layout, uint32_t seed) {
+                                             RopeLayout layout, uint32_t seed,
+                                             Rope rope = Rope::kPlain) {
   auto m = std::make_unique<RandomModel>();
   ModelConfig& c = m->config;
   c.architecture = "test";
@@ -42,6 +65,7 @@ std::unique_ptr<RandomModel> MakeRandomModel(bool bias, bool qk_norm, int32_t wi
   c.n_ff = 96, c.vocab_size = 50, c.context_length = 64, c.rope_dim = 16;
   c.rope_layout = layout, c.has_qkv_bias = bias, c.has_qk_norm = qk_norm;
   c.sliding_window = window;
+  SetRopeScaling(rope, c);
   std::mt19937 rng(seed);
   const float s = 1.0f / std::sqrt(64.0f);
   m->weights.token_embd = m->Matrix(c.vocab_size, c.n_embd, 1.0f, rng);
@@ -106,13 +130,15 @@ struct Case {
   bool bias, qk_norm;
   int32_t window;
   RopeLayout layout;
+  Rope rope = Rope::kPlain;
 };
 
 class BackendParity : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BackendParity, PagedBackendMatchesReferenceForward) {
   const Case& k = GetParam();
-  auto m = MakeRandomModel(k.bias, k.qk_norm, k.window, k.layout, 7);
+  auto m = MakeRandomModel(k.bias, k.qk_norm, k.window, k.layout, 7, k.rope);
+  ASSERT_TRUE(m->config.Validate().ok()) << m->config.Validate().ToString();
   std::mt19937 rng(3);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 30; ++i) tokens.push_back(static_cast<int32_t>(rng() % 50));
@@ -137,12 +163,17 @@ TEST_P(BackendParity, PagedBackendMatchesReferenceForward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Options, BackendParity,
-                         ::testing::Values(Case{false, false, 0, RopeLayout::kInterleaved},
-                                           Case{true, false, 0, RopeLayout::kHalves},
-                                           Case{false, true, 0, RopeLayout::kHalves},
-                                           Case{false, false, 5, RopeLayout::kInterleaved},
-                                           Case{true, true, 7, RopeLayout::kHalves}));
+INSTANTIATE_TEST_SUITE_P(
+    Options, BackendParity,
+    ::testing::Values(Case{false, false, 0, RopeLayout::kInterleaved},
+                      Case{true, false, 0, RopeLayout::kHalves},
+                      Case{false, true, 0, RopeLayout::kHalves},
+                      Case{false, false, 5, RopeLayout::kInterleaved},
+                      Case{true, true, 7, RopeLayout::kHalves},
+                      Case{false, false, 0, RopeLayout::kInterleaved, Rope::kLinear},
+                      Case{true, false, 0, RopeLayout::kHalves, Rope::kLlama3},
+                      Case{false, true, 5, RopeLayout::kInterleaved, Rope::kLlama3},
+                      Case{false, false, 0, RopeLayout::kHalves, Rope::kFreqFactors}));
 
 TEST(BackendParity, SlidingWindowChangesTheResult) {
   // Guards the test above: with a window the logits must differ from full attention.
@@ -157,6 +188,27 @@ TEST(BackendParity, SlidingWindowChangesTheResult) {
   for (size_t i = 0; i < la->size(); ++i)
     diff = std::max(diff, double(std::fabs((*la)[i] - (*lb)[i])));
   EXPECT_GT(diff, 1e-3);
+}
+
+TEST(BackendParity, RopeScalingChangesTheResult) {
+  // Guards the scaled cases above: each scaling moves the logits of the unscaled model.
+  std::vector<int32_t> tokens(40);
+  for (int i = 0; i < 40; ++i) tokens[i] = (i * 11) % 50;
+  auto plain = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+  cpu::LlamaForward ref(plain->config, plain->weights, 64);
+  auto want = ref.Forward(tokens, false);
+  ASSERT_TRUE(want.ok());
+  const std::vector<float> base(want->begin(), want->end());
+  for (Rope rope : {Rope::kLinear, Rope::kLlama3, Rope::kFreqFactors}) {
+    auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7, rope);
+    cpu::LlamaForward f(m->config, m->weights, 64);
+    auto got = f.Forward(tokens, false);
+    ASSERT_TRUE(got.ok());
+    double diff = 0;
+    for (size_t i = 0; i < base.size(); ++i)
+      diff = std::max(diff, double(std::fabs(base[i] - (*got)[i])));
+    EXPECT_GT(diff, 1e-3) << static_cast<int>(rope);
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -257,6 +258,180 @@ TEST(Cli, GgufTokenizerFromSentencePieceMatchesReference) {
   const auto r = RunPagoda("tokenize --json --model " + out + " --text 'Hello world'");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"], (std::vector<int>{1, 15043, 3186}));
+}
+
+// ---- pagoda inspect --json ----
+
+nlohmann::json InspectJson(const std::string& path) {
+  const auto r = RunPagoda("inspect --json " + Quote(path));
+  EXPECT_EQ(r.exit_code, 0) << path;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << r.out.substr(0, 200);
+  EXPECT_FALSE(j.contains("error")) << j.value("error", "");
+  return j;
+}
+
+const nlohmann::json* FindTensor(const nlohmann::json& j, const std::string& name) {
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] == name) return &t;
+  }
+  ADD_FAILURE() << "no tensor " << name;
+  return nullptr;
+}
+
+void ExpectToken(const nlohmann::json& j, const char* which, int id, const std::string& text) {
+  EXPECT_EQ(j["special_tokens"][which]["id"], id) << which;
+  EXPECT_EQ(j["special_tokens"][which]["text"], text) << which;
+}
+
+TEST(CliInspect, AidreamsGguf) {
+  const auto j = InspectJson(SharedPath("models/aidreams260K/aidreams260K-f32.gguf"));
+  EXPECT_EQ(j["format"], "gguf");
+  const auto& c = j["config"];
+  EXPECT_EQ(c["architecture"], "llama");
+  EXPECT_EQ(c["n_embd"], 64);
+  EXPECT_EQ(c["n_layers"], 4);
+  EXPECT_EQ(c["n_heads"], 4);
+  EXPECT_EQ(c["n_kv_heads"], 4);
+  EXPECT_EQ(c["head_dim"], 16);
+  EXPECT_EQ(c["n_ff"], 172);
+  EXPECT_EQ(c["vocab_size"], 512);
+  EXPECT_EQ(c["context_length"], 128);
+  EXPECT_EQ(c["qkv_bias"], false);
+  EXPECT_EQ(c["qk_norm"], false);
+  EXPECT_EQ(c["sliding_window"], 0);
+  EXPECT_EQ(j["rope"]["base"], 10000.0);
+  EXPECT_EQ(j["rope"]["dim"], 16);
+  EXPECT_EQ(j["rope"]["layout"], "interleaved");
+  EXPECT_EQ(j["rope"]["scaling"]["type"], "none");
+  EXPECT_EQ(j["tokenizer"]["type"], "spm");
+  EXPECT_EQ(j["tokenizer"]["pre_tokenizer"], "");
+  EXPECT_EQ(j["tokenizer"]["vocab_size"], 512);
+  ExpectToken(j, "bos", 1, "<s>");
+  ExpectToken(j, "eos", 2, "</s>");
+  ExpectToken(j, "unk", 0, "<unk>");
+  ExpectToken(j, "pad", -1, "");  // 4294967295 in the file means none
+  ExpectToken(j, "eot", -1, "");
+  EXPECT_EQ(j["chat_template"]["kind"], "none");
+  EXPECT_EQ(j["tensors"].size(), 39u);
+  if (const auto* t = FindTensor(j, "token_embd.weight")) {
+    EXPECT_EQ((*t)["type"], "F32");
+    EXPECT_EQ((*t)["shape"], (std::vector<int>{512, 64}));
+    EXPECT_EQ((*t)["ne"], (std::vector<int>{64, 512}));
+  }
+  EXPECT_EQ(j["metadata"]["general.architecture"], "\"llama\"");
+}
+
+TEST(CliInspect, Qwen2BiasGguf) {
+  const auto j = InspectJson(SharedPath("models/synth-gqa/qwen2-bias-f32.gguf"));
+  const auto& c = j["config"];
+  EXPECT_EQ(c["architecture"], "qwen2");
+  EXPECT_EQ(c["n_embd"], 256);
+  EXPECT_EQ(c["n_layers"], 4);
+  EXPECT_EQ(c["n_heads"], 8);
+  EXPECT_EQ(c["n_kv_heads"], 2);
+  EXPECT_EQ(c["head_dim"], 32);
+  EXPECT_EQ(c["n_ff"], 768);
+  EXPECT_EQ(c["vocab_size"], 512);
+  EXPECT_EQ(c["context_length"], 256);
+  EXPECT_EQ(c["qkv_bias"], true);
+  EXPECT_EQ(c["qk_norm"], false);
+  EXPECT_EQ(j["rope"]["layout"], "halves");
+  EXPECT_EQ(j["rope"]["dim"], 32);
+  EXPECT_EQ(j["rope"]["scaling"]["type"], "none");
+  EXPECT_EQ(j["tokenizer"]["type"], "spm");
+  ExpectToken(j, "bos", 1, "<s>");
+  ExpectToken(j, "eos", 2, "</s>");
+  if (const auto* t = FindTensor(j, "blk.0.attn_q.bias")) {
+    EXPECT_EQ((*t)["type"], "F32");
+    EXPECT_EQ((*t)["shape"], (std::vector<int>{256}));
+  }
+  if (const auto* t = FindTensor(j, "blk.3.attn_k.weight")) {
+    EXPECT_EQ((*t)["shape"], (std::vector<int>{64, 256}));
+  }
+}
+
+// A make-model Qwen3 (QK-norm, head_dim 48 != 256 / 8, llama3 RoPE scaling) as an HF directory
+// and as a GGUF: the same summary, the scaling from config.json vs rope_freqs.weight.
+TEST(CliInspect, MakeModelSafetensorsDirectoryAndGguf) {
+  TempDir dir;
+  const std::string flags =
+      "make-model -q --arch qwen3 --head-dim 48 --layers 2 --context 64 "
+      "--rope-scaling llama3:8,1,4,32 ";
+  ASSERT_EQ(RunPagoda(flags + "--format safetensors -o " + dir.File("hf")).exit_code, 0);
+  ASSERT_EQ(RunPagoda(flags + "-o " + dir.File("m.gguf")).exit_code, 0);
+  const auto hf = InspectJson(dir.File("hf"));
+  const auto gg = InspectJson(dir.File("m.gguf"));
+  EXPECT_EQ(hf["format"], "hf");
+  EXPECT_EQ(hf["hf_config"]["architectures"][0], "Qwen3ForCausalLM");
+  for (const auto* j : {&hf, &gg}) {
+    const auto& c = (*j)["config"];
+    EXPECT_EQ(c["architecture"], "qwen3");
+    EXPECT_EQ(c["n_embd"], 256);
+    EXPECT_EQ(c["n_layers"], 2);
+    EXPECT_EQ(c["n_heads"], 8);
+    EXPECT_EQ(c["n_kv_heads"], 2);
+    EXPECT_EQ(c["head_dim"], 48);
+    EXPECT_EQ(c["n_ff"], 768);
+    EXPECT_EQ(c["context_length"], 64);
+    EXPECT_EQ(c["qk_norm"], true);
+    EXPECT_EQ(c["qkv_bias"], false);
+    EXPECT_EQ((*j)["rope"]["layout"], "halves");
+    EXPECT_EQ((*j)["rope"]["dim"], 48);
+    EXPECT_EQ((*j)["rope"]["scaling"]["type"], "llama3");
+    EXPECT_EQ((*j)["rope"]["scaling"]["factor"], 8.0);
+    EXPECT_EQ((*j)["tokenizer"]["type"], "spm");
+    ExpectToken(*j, "bos", 1, "<s>");
+    ExpectToken(*j, "eos", 2, "</s>");
+    ExpectToken(*j, "unk", 0, "<unk>");
+  }
+  const auto& s = hf["rope"]["scaling"];
+  EXPECT_EQ(s["source"], "config.json");
+  EXPECT_EQ(s["low_freq_factor"], 1.0);
+  EXPECT_EQ(s["high_freq_factor"], 4.0);
+  EXPECT_EQ(s["original_context"], 32);
+  EXPECT_EQ(gg["rope"]["scaling"]["source"], "rope_freqs.weight");
+  EXPECT_EQ(gg["rope"]["scaling"]["freq_factors"].size(), 24u);
+  EXPECT_EQ(hf["tensors"].size() + 1, gg["tensors"].size());  // + rope_freqs.weight
+  if (const auto* t = FindTensor(hf, "model.layers.1.self_attn.q_norm.weight")) {
+    EXPECT_EQ((*t)["type"], "F32");
+    EXPECT_EQ((*t)["shape"], (std::vector<int>{48}));
+  }
+  if (const auto* t = FindTensor(hf, "model.layers.0.self_attn.q_proj.weight")) {
+    EXPECT_EQ((*t)["shape"], (std::vector<int>{384, 256}));
+  }
+  // A ChatML template in tokenizer_config.json is recognised.
+  {
+    std::ofstream(dir.File("hf/tokenizer_config.json"))
+        << R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": )"
+           R"("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n)"
+           R"({% endfor %}"})";
+  }
+  EXPECT_EQ(InspectJson(dir.File("hf"))["chat_template"]["kind"], "chatml");
+  const auto text = RunPagoda("inspect " + dir.File("hf"));
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("qwen3"), std::string::npos);
+  EXPECT_NE(text.out.find("llama3"), std::string::npos);
+}
+
+TEST(CliInspect, ReportsWhyAModelDoesNotLoad) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("bad"));
+  std::ofstream(dir.File("bad/config.json")) << R"({"architectures": ["GPT2LMHeadModel"]})";
+  const auto r = RunPagoda("inspect --json " + dir.File("bad"));
+  EXPECT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["error"].get<std::string>().find("GPT2LMHeadModel"), std::string::npos);
+  EXPECT_EQ(j["hf_config"]["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_NE(RunPagoda("inspect " + dir.File("missing.gguf")).exit_code, 0);
+}
+
+TEST(Cli, MakeModelRejectsBadArchAndRopeScaling) {
+  TempDir dir;
+  EXPECT_NE(RunPagoda("make-model -q --arch gpt2 -o " + dir.File("a.gguf")).exit_code, 0);
+  EXPECT_EQ(RunPagoda("make-model -q --rope-scaling yarn:2 -o " + dir.File("a.gguf")).exit_code, 2);
+  EXPECT_EQ(RunPagoda("make-model -q --rope-scaling linear:0 -o " + dir.File("a.gguf")).exit_code,
+            2);
 }
 
 TEST(Cli, HelpWorksForEveryCommand) {
