@@ -35,6 +35,9 @@ inline float F16ToF32(uint16_t h) {
 
 uint16_t F32ToF16(float f);  // round to nearest even (defined in paged_kv.cc)
 
+// dst[i] = F16ToF32(src[i]) for n elements; F16C (vcvtph2ps, also exact) when the CPU has it.
+void F16RowToF32(const uint16_t* src, float* dst, int64_t n);
+
 constexpr float Fp8ToF32Scalar(uint8_t bits) {
   const uint32_t exponent = (bits >> 3) & 0xfu;
   const uint32_t mantissa = bits & 0x7u;
@@ -72,11 +75,9 @@ inline void DecodeRow(PagedKvDtype dtype, const void* src, float inv_scale, floa
       for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(s[i]);
       break;
     }
-    case PagedKvDtype::kF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(s[i]);
+    case PagedKvDtype::kF16:
+      F16RowToF32(static_cast<const uint16_t*>(src), dst, n);
       break;
-    }
     case PagedKvDtype::kFp8E4m3: {
       const uint8_t* s = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = kFp8ToF32[s[i]] * inv_scale;

@@ -101,25 +101,69 @@ void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs)
   }
 }
 
+// Reorders each 128 quantized activations to [0, 32) [64, 96) [32, 64) [96, 128) (kQ8KQ4).
+void PermuteForQ4K(int8_t* xq, int64_t cols) {
+  int8_t tmp[128];
+  for (int64_t c = 0; c < cols; c += 128) {
+    std::memcpy(tmp, xq + c, 128);
+    std::memcpy(xq + c + 32, tmp + 64, 32);
+    std::memcpy(xq + c + 64, tmp + 32, 32);
+  }
+}
+
 // Owned storage behind an Activations view.
 struct PreparedActivations {
   std::vector<uint16_t> xb;
   std::vector<int8_t> xq;
   std::vector<float> xd;
   std::vector<float> xs;
+  std::vector<int8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
+  std::vector<float> xpd;
+  std::vector<int32_t> xpc;
   Activations view;
 };
+
+// kQ8Lanes: packs the Q8_0-quantized tokens of group g (16 tokens from 16g; missing ones are
+// zero) from p.xq / p.xd (kQ8 layout, row stride ld) into the lane layout.
+void PackLanes(PreparedActivations& p, int64_t n, int64_t g) {
+  const int64_t nb = p.view.cols / kQ8Block, ld = p.view.ld;
+  for (int64_t b = 0; b < nb; ++b) {
+    int8_t* xp = p.xp.data() + (g * nb + b) * 512;
+    float* xd = p.xpd.data() + (g * nb + b) * 16;
+    int32_t* xc = p.xpc.data() + (g * nb + b) * 16;
+    for (int64_t l = 0; l < 16; ++l) {
+      const int64_t t = 16 * g + l;
+      const int8_t* q = t < n ? p.xq.data() + t * ld + b * kQ8Block : nullptr;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < 8; ++k) {
+        for (int64_t i = 0; i < 4; ++i) {
+          const int8_t v = q != nullptr ? q[4 * k + i] : 0;
+          xp[k * 64 + l * 4 + i] = v;
+          sum += v;
+        }
+      }
+      xd[l] = q != nullptr ? p.xd[t * (ld / kQ8Block) + b] : 0.0f;
+      xc[l] = -128 * sum;
+    }
+  }
+}
 
 // Sizes p's buffers for n tokens (they only grow) and sets the view's row stride.
 void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) {
   if (format == ActFormat::kBf16) {
     p.view.ld = (cols + 31) / 32 * 32;
     p.xb.assign(static_cast<size_t>(n * p.view.ld), 0);
-  } else if (format == ActFormat::kQ8) {
+  } else if (format == ActFormat::kQ8 || format == ActFormat::kQ8Lanes) {
     p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
-  } else {  // kQ8K
+    if (format == ActFormat::kQ8Lanes) {
+      const int64_t groups = (n + 15) / 16, nb = cols / kQ8Block;
+      p.xp.resize(static_cast<size_t>(groups * nb * 512));
+      p.xpd.resize(static_cast<size_t>(groups * nb * 16));
+      p.xpc.resize(static_cast<size_t>(groups * nb * 16));
+    }
+  } else {  // kQ8K, kQ8KQ4
     p.view.ld = cols;
     p.xq.resize(static_cast<size_t>(n * cols));
     p.xd.resize(static_cast<size_t>(n * cols / 256));
@@ -138,14 +182,21 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
         for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
-      } else if (format == ActFormat::kQ8) {
+      } else if (format == ActFormat::kQ8 || format == ActFormat::kQ8Lanes) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
       } else {
-        QuantizeQ8K(xt, cols, p.xq.data() + t * cols, p.xd.data() + t * cols / 256,
-                    p.xs.data() + t * cols / 16);
+        int8_t* xq = p.xq.data() + t * cols;
+        QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16);
+        if (format == ActFormat::kQ8KQ4) PermuteForQ4K(xq, cols);
       }
     }
   });
+  if (format == ActFormat::kQ8Lanes) {
+    tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { PackLanes(p, n, g); });
+  }
+  p.view.xp = p.xp.data();
+  p.view.xpd = p.xpd.data();
+  p.view.xpc = p.xpc.data();
   p.view.xb = p.xb.data();
   p.view.xq = p.xq.data();
   p.view.xd = p.xd.data();
@@ -171,17 +222,14 @@ struct Plan {
   RowConversion conversion = RowConversion::kNone;
 };
 
-// At kAvx512Bf16 with enough tokens (batched decode, prefill), the product is compute-bound:
-// each row tile is converted to bf16 once per call and multiplied with vdpbf16ps (2x the fp32
-// FMA rate; the per-block int8 kernels spend 3 vector ops on scales per 64 products). Q8_0 (a
-// SIMD row converter) switches at 16 tokens; Q4_0 / Q4_K / Q6_K, converted through the scalar
-// dequantizer, at 128 (thresholds measured with pagoda_bench_matmul, 2048 x 2048). F32, F16
-// and BF16 weights keep their exact paths: rounding F16 weights and activations to bf16 moved
-// the synth-gqa F16 logits 3x past llama.cpp's suggested tolerance (0.09 vs 0.03 max).
+// At kAvx512Bf16 with enough tokens (prefill), the K-quant and Q4_0 products are compute-bound:
+// each row tile is dequantized and converted to bf16 once per call and multiplied with
+// vdpbf16ps (2x the fp32 FMA rate) from 128 tokens on (measured with pagoda_bench_matmul,
+// 2048 x 2048). Q8_0 has its own int8 kernel for batches; F32, F16 and BF16 weights keep their
+// exact paths: rounding F16 weights and activations to bf16 moved the synth-gqa F16 logits 3x
+// past llama.cpp's suggested tolerance (0.09 vs 0.03 max).
 int64_t Bf16MinTokens(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ8_0:
-      return 16;
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K:
@@ -191,7 +239,14 @@ int64_t Bf16MinTokens(GgmlType type) {
   }
 }
 
+// Q8_0 from this many tokens on, at kAvx512Vnni and above: the token-lane kernel (exact int8
+// products, 11 instructions per 512 of them).
+constexpr int64_t kQ8LanesMinTokens = 8;
+
 Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens) {
+  if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n_tokens >= kQ8LanesMinTokens) {
+    return {internal::X86Q8LanesKernel(), RowConversion::kNone};
+  }
   if (level >= SimdLevel::kAvx512Bf16 && n_tokens >= Bf16MinTokens(type)) {
     return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
   }
@@ -318,7 +373,9 @@ void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
 
   const int64_t rows = w.rows;
   const int64_t tile = TileRows(rows, TileRowBytes(w, plan.conversion));
-  const int64_t chunk = std::max<int64_t>(4, kChunkBytes / std::max<int64_t>(1, w.cols * 4));
+  // Token chunks are multiples of 16 (the token-lane kernel works on groups of 16).
+  const int64_t chunk =
+      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, w.cols * 4)) / 16 * 16;
   const int64_t n_tiles = (rows + tile - 1) / tile;
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),

@@ -11,6 +11,14 @@
 //          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
 //          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)
 //          x[t][c] ~= xd[t][c / 256] * xq[t][c]
+//   kQ8KQ4: kQ8K with xq in Q4_K's nibble order: each 128 columns stored as
+//          [0, 32) [64, 96) [32, 64) [96, 128) (xd, xs unchanged), so one 64-byte load of Q4_K
+//          codes masked to its low or high nibbles lines up with 64 consecutive xq bytes
+//   kQ8Lanes: Q8_0-quantized activations (as kQ8) packed with tokens in the vector lanes, in
+//          groups of 16 tokens (a partial last group padded with zero tokens), nb = cols / 32:
+//          xp int8  [group][nb][8][16 tokens][4]   bytes 4k..4k+3 of each token's block
+//          xpd fp32 [group][nb][16 tokens]         the block scales
+//          xpc int32 [group][nb][16 tokens]        -128 * (sum of the block's 32 xq)
 #pragma once
 
 #include <cstdint>
@@ -19,14 +27,17 @@
 
 namespace pagoda::cpu::mm::internal {
 
-enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8K };
+enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8K, kQ8KQ4, kQ8Lanes };
 
 struct Activations {
   const float* x = nullptr;
   const uint16_t* xb = nullptr;
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
-  const float* xs = nullptr;  // kQ8K only
+  const float* xs = nullptr;     // kQ8K / kQ8KQ4 only
+  const int8_t* xp = nullptr;    // kQ8Lanes only
+  const float* xpd = nullptr;    // kQ8Lanes only
+  const int32_t* xpc = nullptr;  // kQ8Lanes only
   int64_t cols = 0;
   int64_t ld = 0;  // row stride of xb / xq in elements
 };
@@ -50,6 +61,10 @@ using ToBf16Fn = void (*)(const uint8_t* row, uint16_t* dst, int64_t cols);
 // The AVX512-BF16 converter for F32, F16 or Q8_0 rows; nullptr for other types (the driver then
 // dequantizes to fp32 and converts with F32's). Only called on CPUs with AVX512-BF16.
 ToBf16Fn X86Bf16Converter(GgmlType type);
+
+// The AVX512-VNNI Q8_0 kernel for kQ8Lanes activations (many tokens); requires the block's
+// t0 to be a multiple of 16.
+Kernel X86Q8LanesKernel();
 
 // The x86 kernels for the 4/6-bit types (Q4_0, Q4_K, Q6_K) at `level`; fn == nullptr when there
 // is none. Defined in matmul_quant_x86.cc.

@@ -26,8 +26,17 @@ inline void ForTile(int64_t rr, int64_t tt, Fn&& fn) {
 }
 
 // Walks a block in R x T tiles (rows outer, tokens inner); tile(r, t, R, T) via ForTile.
+// With at most MaxT tokens (GEMV, small batches) the rows go one at a time: the weights are then
+// read as one sequential stream, which the hardware prefetcher follows; MaxR interleaved row
+// streams defeated it (Q8_0 GEMV from DRAM, 2 threads: 9.8 GB/s with 4 rows, 31 GB/s with 1).
 template <int MaxR, int MaxT, typename Tile>
 inline void ForEachTile(int64_t nr, int64_t nt, Tile&& tile) {
+  if (nt <= MaxT) {
+    for (int64_t r = 0; r < nr; ++r) {
+      ForTile<1, MaxT>(1, nt, [&]<int R, int T>() { tile.template operator()<R, T>(r, 0); });
+    }
+    return;
+  }
   for (int64_t r = 0; r < nr; r += MaxR) {
     for (int64_t t = 0; t < nt; t += MaxT) {
       ForTile<MaxR, MaxT>(std::min<int64_t>(MaxR, nr - r), std::min<int64_t>(MaxT, nt - t),

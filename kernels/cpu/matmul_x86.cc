@@ -323,6 +323,58 @@ PAGODA_MM_VNNI void BlockQ8Vnni(const uint8_t* w, int64_t ws, int64_t nr, const 
   });
 }
 
+// ---------------------------------------------------------------- VNNI, token lanes ----
+// Q8_0 x kQ8Lanes for many tokens: the 16 lanes of a zmm are 16 tokens, so vpdpbusd sums a
+// whole 32-element block per lane in 8 steps (a broadcast of 4 weight bytes against the packed
+// activations) before its one scale multiply: 8 dot instructions + 3 scale ops per 16 x 32
+// products, where TileQ8Vnni needs 4 per 64. The weights are biased to unsigned (w ^ 0x80 =
+// w + 128); the packed -128 * sum(x) start value removes the bias exactly in int32.
+
+template <int R>
+PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const Activations& a, int64_t g,
+                                float* y, int64_t ldy, int64_t nt) {
+  const int64_t nb = a.cols / 32;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* xp = a.xp + (g * nb + b) * 512;
+    __m512i xv[8];
+    PAGODA_UNROLL for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xp + 64 * k);
+    const __m512i start = _mm512_loadu_si512(a.xpc + (g * nb + b) * 16);
+    const __m512 xd = _mm512_loadu_ps(a.xpd + (g * nb + b) * 16);
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + r * ws + b * kQ8Bytes;
+      __m512i dot = start;
+      PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
+        int32_t four;
+        std::memcpy(&four, blk + 2 + 4 * k, 4);
+        const __m512i wu = _mm512_xor_si512(_mm512_set1_epi32(four), bias);
+        dot = _mm512_dpbusd_epi32(dot, wu, xv[k]);
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                               _mm512_mul_ps(xd, _mm512_set1_ps(Fp16Scale(blk))), acc[r]);
+    }
+  }
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, acc[r]);
+    for (int64_t t = 0; t < nt; ++t) y[t * ldy + r] = lanes[t];
+  }
+}
+
+// t0 is a multiple of 16 (the driver's token chunks are).
+PAGODA_MM_VNNI void BlockQ8Lanes(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                 int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < nt; t += 16) {
+    const int64_t g = (t0 + t) / 16, n = std::min<int64_t>(16, nt - t);
+    int64_t r = 0;
+    for (; r + 8 <= nr; r += 8) TileQ8Lanes<8>(w + r * ws, ws, a, g, y + t * ldy + r, ldy, n);
+    for (; r + 4 <= nr; r += 4) TileQ8Lanes<4>(w + r * ws, ws, a, g, y + t * ldy + r, ldy, n);
+    for (; r < nr; ++r) TileQ8Lanes<1>(w + r * ws, ws, a, g, y + t * ldy + r, ldy, n);
+  }
+}
+
 // ------------------------------------------------------------------------ AVX512-BF16 ----
 // vdpbf16ps on 32 columns per step: bf16 weight rows x bf16-rounded activations (zero padded to
 // a multiple of 32 columns; the weight tail is a masked load).
@@ -438,6 +490,8 @@ Kernel Avx512Kernels(GgmlType type) {
 
 }  // namespace
 
+Kernel X86Q8LanesKernel() { return {BlockQ8Lanes, ActFormat::kQ8Lanes, "avx512vnni/q8_0-lanes"}; }
+
 ToBf16Fn X86Bf16Converter(GgmlType type) {
   switch (type) {
     case GgmlType::kF32:
@@ -475,6 +529,7 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
 namespace pagoda::cpu::mm::internal {
 Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
 ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
+Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
 }  // namespace pagoda::cpu::mm::internal
 

@@ -1,5 +1,9 @@
 #include "kernels/cpu/paged_kv.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -89,6 +93,37 @@ Status ValidateAttnSeqs(std::span<const AttnSeq> seqs, int64_t n_rows, const Pag
 namespace kv {
 
 uint16_t F32ToF16(float f) { return Fp32ToFp16(f); }
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,f16c"))) void F16RowToF32F16c(const uint16_t* src, float* dst,
+                                                          int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
+
+bool HasF16c() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  }();
+  return has;
+}
+#endif
+
+}  // namespace
+
+void F16RowToF32(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (HasF16c()) return F16RowToF32F16c(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
 
 // Same algorithm as kvcache/fp8_e4m3.cc (OCP e4m3fn).
 uint8_t F32ToFp8(float value) {

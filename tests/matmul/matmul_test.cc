@@ -8,8 +8,8 @@
 //     times 1.01, + 2e-5 * S; at the portable level (dequantize + fp32): 2e-5 * S.
 //   Q4_K, Q6_K (activations quantized to int8 blocks of 256): the same with 256-element blocks,
 //     + 1e-4 * S (the fp32 min / offset correction is subtracted from a larger sum).
-//   At avx512bf16, batches of >= 16 tokens (Q8_0) or >= 128 tokens (Q4_0, Q4_K, Q6_K) run on
-//     weights converted to bf16 and activations rounded to bf16: + 2^-7 * S.
+//   At avx512bf16, batches of >= 128 tokens of Q4_0, Q4_K, Q6_K run on weights converted to
+//     bf16 and activations rounded to bf16: + 2^-7 * S.
 // Also: the thread count does not change any output bit; the ops.h MatMul forwards here; level
 // names parse.
 #include "kernels/cpu/matmul.h"
@@ -89,8 +89,8 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
   const bool int8_acts = m.type == GgmlType::kQ8_0 || m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
   if (int8_acts && level > SimdLevel::kPortable) bound += 1.01 * q8;
   if (IsKQuant(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
-  const bool converted = m.type == GgmlType::kQ8_0 || m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
-  if (converted && level >= SimdLevel::kAvx512Bf16 && n >= 16) bound += s / 128.0;
+  const bool converted = m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
+  if (converted && level >= SimdLevel::kAvx512Bf16 && n >= 128) bound += s / 128.0;
   return bound;
 }
 
