@@ -621,6 +621,7 @@ RuntimeOptions ToRuntimeOptions(const PagodaConfig& config) {
   o.max_waiting_requests = config.server.max_waiting_requests;
   o.max_model_len = config.engine.max_model_len;
   o.backend = config.backend.type;
+  o.threads = config.backend.threads;
   o.neuron = config.neuron;
   return o;
 }

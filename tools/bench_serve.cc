@@ -24,6 +24,9 @@ struct ServeBenchArgs {
   int32_t concurrency = 16, requests = 64, prompt_len = 128, gen_len = 64;
   double rate = 0;  // requests/s (Poisson); 0 = closed loop
   bool json = false;
+  // Prompt seed; 0 picks a fresh one per run, so a second run does not hit the server's prefix
+  // cache with the first run's prompts. Request i's prompt comes from seed + i.
+  uint32_t seed = 0;
 };
 
 struct Samples {
@@ -56,7 +59,7 @@ json Stats(const std::vector<double>& v) {
 // One streamed request; records its latencies into `s`.
 void OneRequest(v1::Generation::Stub& stub, const ServeBenchArgs& a, int32_t vocab, int32_t id,
                 Samples& s) {
-  std::mt19937 rng(static_cast<uint32_t>(id) + 1);
+  std::mt19937 rng(a.seed + static_cast<uint32_t>(id));
   v1::GenerateRequest req;
   for (int32_t i = 0; i < a.prompt_len; ++i) {
     req.mutable_prompt_token_ids()->add_ids(3 + static_cast<int32_t>(rng() % (vocab - 3)));
@@ -99,7 +102,8 @@ void OneRequest(v1::Generation::Stub& stub, const ServeBenchArgs& a, int32_t voc
   s.tokens += tokens;
 }
 
-int RunServeBench(const ServeBenchArgs& a) {
+int RunServeBench(ServeBenchArgs a) {
+  if (a.seed == 0) a.seed = std::random_device{}() | 1u;
   auto stub = v1::Generation::NewStub(MakeChannel(a.client));
   v1::ModelInfo info;
   {
@@ -145,6 +149,7 @@ int RunServeBench(const ServeBenchArgs& a) {
                     {"concurrency", a.concurrency},
                     {"requests", a.requests},
                     {"prompt_len", a.prompt_len},
+                    {"seed", a.seed},
                     {"gen_len", a.gen_len},
                     {"rate", a.rate},
                     {"failed", s.failed},
@@ -178,6 +183,8 @@ void RegisterBenchServe(CLI::App* bench, int* exit_code) {
   cmd->add_option("--gen-len", a->gen_len, "Generated tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seed", a->seed,
+                  "Prompt seed (0: a fresh one per run, so runs do not share prefix-cache hits)");
   cmd->add_option("--rate", a->rate, "Poisson arrival rate (requests/s); 0 = closed loop")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -82,6 +82,66 @@ std::string ComputePeakKey(const Model& m) {
   return "int8_gops";
 }
 
+// Bytes per KV element for a --kv-dtype value ("auto" resolves as tools/runtime.cc does).
+int64_t KvElementBytes(const Model& m, const std::string& dtype) {
+  if (dtype == "f32") return 4;
+  if (dtype == "fp8_e4m3") return 1;
+  if (dtype == "auto") return m.weights.token_embd.type == GgmlType::kF32 ? 4 : 2;
+  return 2;
+}
+
+struct Phases {
+  double prefill_s = 0, decode_s = 0;  // until every request has its first token; the rest
+  int64_t decode_steps = 0, decode_tokens = 0;
+};
+
+// Submits a.batch random prompts and steps the engine to the end. The prefill phase ends when
+// every request has produced its first token (a request that is already decoding while others
+// still prefill counts toward prefill, not decode).
+Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab) {
+  std::mt19937 rng(1);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  auto started = std::make_shared<std::vector<char>>(a.batch, 0);
+  auto num_started = std::make_shared<int32_t>(0);
+  const auto t0 = Clock::now();
+  for (int32_t i = 0; i < a.batch; ++i) {
+    Request r;
+    r.request_id = std::to_string(i);
+    for (int32_t t = 0; t < a.prompt_len; ++t)
+      r.prompt_token_ids.push_back(3 + rng() % (vocab - 3));
+    r.sampling.temperature = 0;
+    r.stopping.max_tokens = a.gen_len;
+    r.stopping.ignore_eos = true;
+    PAGODA_ASSIGN_OR_RETURN(auto s, engine.Submit(std::move(r)));
+    s->SetListener([started, num_started, i] {  // on this thread, inside Step()
+      if (!(*started)[i]) (*started)[i] = 1, ++*num_started;
+    });
+    streams.push_back(s);
+  }
+  Phases ph;
+  Clock::time_point prefill_done{};
+  int64_t steps = 0, gen_at_prefill_done = 0;
+  while (engine.HasWork()) {
+    PAGODA_RETURN_IF_ERROR(engine.Step());
+    ++steps;
+    if (prefill_done == Clock::time_point{} && *num_started == a.batch) {
+      prefill_done = Clock::now();
+      ph.decode_steps = -steps;
+      gen_at_prefill_done = engine.stats().generation_tokens;
+      if (!a.quiet)
+        std::fprintf(stderr, "[bench] prefill done in %.2f s\n", Secs(t0, prefill_done));
+    }
+  }
+  const auto t1 = Clock::now();
+  if (prefill_done == Clock::time_point{})
+    return Internal("bench: a request never produced a token");
+  ph.prefill_s = Secs(t0, prefill_done);
+  ph.decode_s = Secs(prefill_done, t1);
+  ph.decode_steps += steps;
+  ph.decode_tokens = engine.stats().generation_tokens - gen_at_prefill_done;
+  return ph;
+}
+
 // One short request before timing (like llama-bench's warm-up run): touches every weight page
 // of the mapped file and sizes the kernels' buffers, so the timed prefill is not a cold start.
 Status WarmUp(Engine& engine, int32_t vocab_size, bool quiet) {
@@ -106,45 +166,12 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   ro.max_waiting_requests = a.batch;
   PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(*model, ro));
   PAGODA_RETURN_IF_ERROR(WarmUp(*rt.engine, model->config.vocab_size, a.quiet));
-  const EngineStats before = rt.engine->stats();
-  std::mt19937 rng(1);
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  const auto t0 = Clock::now();
-  for (int32_t i = 0; i < a.batch; ++i) {
-    Request r;
-    r.request_id = std::to_string(i);
-    for (int32_t t = 0; t < a.prompt_len; ++t) {
-      r.prompt_token_ids.push_back(3 + rng() % (model->config.vocab_size - 3));
-    }
-    r.sampling.temperature = 0;
-    r.stopping.max_tokens = a.gen_len;
-    r.stopping.ignore_eos = true;
-    PAGODA_ASSIGN_OR_RETURN(auto s, rt.engine->Submit(std::move(r)));
-    streams.push_back(s);
-  }
-  // Prefill phase: until every request has its first token.
-  Clock::time_point prefill_done{};
-  int64_t decode_steps_start = 0;
-  while (rt.engine->HasWork()) {
-    PAGODA_RETURN_IF_ERROR(rt.engine->Step());
-    if (prefill_done == Clock::time_point{} &&
-        rt.engine->stats().generation_tokens - before.generation_tokens >= a.batch) {
-      prefill_done = Clock::now();
-      decode_steps_start = rt.engine->stats().num_steps - before.num_steps;
-      if (!a.quiet)
-        std::fprintf(stderr, "[bench] prefill done in %.2f s\n", Secs(t0, prefill_done));
-    }
-  }
-  const auto t1 = Clock::now();
-  EngineStats st = rt.engine->stats();
-  st.num_steps -= before.num_steps;
-  st.generation_tokens -= before.generation_tokens;
-  const double prefill_s = Secs(t0, prefill_done), decode_s = Secs(prefill_done, t1);
-  const int64_t decode_steps = st.num_steps - decode_steps_start;
-  const int64_t decode_tokens = st.generation_tokens - a.batch;
+  PAGODA_ASSIGN_OR_RETURN(const Phases ph, RunPhases(*rt.engine, a, model->config.vocab_size));
+  const double prefill_s = ph.prefill_s, decode_s = ph.decode_s;
+  const int64_t decode_steps = ph.decode_steps, decode_tokens = ph.decode_tokens;
   const int64_t ctx_avg = a.prompt_len + a.gen_len / 2;
   const int64_t kv_bytes = int64_t{model->config.n_layers} * 2 * model->config.kv_dim() * ctx_avg *
-                           a.batch * (ro.kv_dtype == "f32" || ro.kv_dtype == "auto" ? 4 : 2);
+                           a.batch * KvElementBytes(*model, ro.kv_dtype);
   const int64_t step_bytes = WeightBytesPerStep(*model) + kv_bytes;
   const double steps_per_s = decode_steps / std::max(decode_s, 1e-9);
   const double flops_per_token = 2.0 * ParamsPerToken(*model);
@@ -172,6 +199,9 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   if (!(limits[peak].get<double>() > 0)) peak = "fp32_gflops";  // no bf16 / VNNI on this CPU
   const double peak_g = limits[peak].get<double>();
   (*out)["compute_peak"] = peak;
+  // Generated tokens over the whole run (prefill + decode): what `bench serve` reports as
+  // tokens_per_s for the same workload.
+  (*out)["total_tokens_per_s"] = double(a.batch) * a.gen_len / std::max(prefill_s + decode_s, 1e-9);
   (*out)["prefill_fraction_of_compute_peak"] = prefill_tps * flops_per_token / 1e9 / peak_g;
   (*out)["decode_fraction_of_compute_peak"] = decode_tps * flops_per_token / 1e9 / peak_g;
   return Status::Ok();
@@ -216,6 +246,8 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--kv-dtype", a->runtime.kv_dtype, "KV cache dtype")->capture_default_str();
+  cmd->add_option("--threads", a->runtime.threads, "CPU backend threads (0: one per core)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--max-num-batched-tokens", a->runtime.scheduler.max_num_batched_tokens,
                   "Step token budget")
       ->capture_default_str();

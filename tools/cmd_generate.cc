@@ -275,6 +275,8 @@ void AddEngineFlags(CLI::App* cmd, GenerateArgs& a) {
   cmd->add_option("--max-num-seqs", r.scheduler.max_num_seqs, "Sequences per engine step")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--threads", r.threads, "CPU backend threads (0: one per core)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--max-num-batched-tokens", r.scheduler.max_num_batched_tokens,
                   "Token budget per engine step")
       ->capture_default_str()

@@ -41,6 +41,7 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
   PAGODA_ASSIGN_OR_RETURN(bo.kv_cache, KvConfig(model, o));
   bo.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
   bo.max_num_seqs = o.scheduler.max_num_seqs;
+  bo.threads = o.threads;
   Runtime rt;
   if (o.backend == "neuron") {
     NeuronLimits limits{o.scheduler.max_num_seqs, o.scheduler.max_num_batched_tokens};

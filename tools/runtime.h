@@ -23,6 +23,7 @@ struct RuntimeOptions {
   int32_t max_waiting_requests = 1024;
   int32_t max_model_len = 0;    // 0: the model's context length
   std::string backend = "cpu";  // cpu | neuron
+  int32_t threads = 0;          // CPU backend arena workers (0: one per core)
   NeuronOptions neuron;         // backend == "neuron"
 };
 

@@ -52,6 +52,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
     return InvalidArgument("max_num_batched_tokens: must be >= 1");
   }
   if (options.max_num_seqs < 1) return InvalidArgument("max_num_seqs: must be >= 1");
+  if (options.threads < 0) return InvalidArgument("threads: must be >= 0 (0: one per core)");
   KvCacheConfig kv = options.kv_cache;
   kv.n_layers = config.n_layers;
   kv.n_kv_heads = config.n_kv_heads;
@@ -65,6 +66,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
   dims.n_heads = config.n_heads;
   dims.n_kv_heads = config.n_kv_heads;
   dims.head_dim = config.head_dim;
+  dims.max_threads = std::max(options.threads, tbb::this_task_arena::max_concurrency());
   PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(config, weights, std::move(pool), std::move(ws), options));
@@ -76,7 +78,9 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
       weights_(weights),
       pool_(std::move(pool)),
       tkg_(std::move(workspace)),
-      rope_inv_freq_(RopeInvFreq(config)) {
+      rope_inv_freq_(RopeInvFreq(config)),
+      arena_(std::make_unique<tbb::task_arena>(
+          options.threads > 0 ? int{options.threads} : int{tbb::task_arena::automatic})) {
   caps_.name = "cpu";
   caps_.max_num_batched_tokens = options.max_num_batched_tokens;
   caps_.max_num_seqs = options.max_num_seqs;
@@ -151,6 +155,12 @@ Status CpuBackend::Validate(const StepBatch& b, std::span<float> logits) const {
 }
 
 Status CpuBackend::Execute(const StepBatch& b, std::span<float> logits) {
+  Status status;
+  arena_->execute([&] { status = ExecuteInArena(b, logits); });
+  return status;
+}
+
+Status CpuBackend::ExecuteInArena(const StepBatch& b, std::span<float> logits) {
   PAGODA_RETURN_IF_ERROR(Validate(b, logits));
   PAGODA_RETURN_IF_ERROR(pool_.CopyBlocks(b.block_copies));
   const int64_t n = static_cast<int64_t>(b.token_ids.size());

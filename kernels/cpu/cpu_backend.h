@@ -7,6 +7,8 @@
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend.
 #pragma once
 
+#include <tbb/task_arena.h>
+
 #include <memory>
 #include <vector>
 
@@ -24,6 +26,9 @@ struct CpuBackendOptions {
   KvCacheConfig kv_cache;  // n_layers / n_kv_heads / head_dim are filled from the model
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;
+  // Worker threads of the backend's own oneTBB arena, in which every Execute runs (0: one per
+  // core). The arena bounds the kernels' parallelism independently of other threads (gRPC).
+  int32_t threads = 0;
 };
 
 class CpuBackend final : public Backend {
@@ -44,6 +49,7 @@ class CpuBackend final : public Backend {
   CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
              TkgWorkspace workspace, const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;
+  Status ExecuteInArena(const StepBatch& batch, std::span<float> logits);
   PagedKvView LayerView(int layer);
   Status DecodeAttention(int layer, const StepBatch& batch, int32_t num_decode_rows);
   Status PrefillAttention(int layer, const StepBatch& batch, int32_t first_row);
@@ -60,7 +66,8 @@ class CpuBackend final : public Backend {
   std::vector<float> x_, attn_, attn_out_;
   std::vector<int32_t> positions_;
   std::vector<AttnSeq> decode_seqs_, prefill_seqs_;
-  std::vector<double> rope_inv_freq_;  // RopeInvFreq(config_), shared by prefill and decode
+  std::vector<double> rope_inv_freq_;       // RopeInvFreq(config_), shared by prefill and decode
+  std::unique_ptr<tbb::task_arena> arena_;  // options.threads workers; Execute runs inside
 };
 
 }  // namespace pagoda::cpu

@@ -84,6 +84,12 @@ TEST(Cli, GenerateMatchesAidreamsReferenceForBlockSizesAndPrefillChunks) {
   }
 }
 
+// The CPU backend's arena size (--threads) changes no token: 1 worker, 3 (more than this
+// machine's cores) and the default all give the reference.
+TEST(Cli, GenerateMatchesAidreamsReferenceForThreadCounts) {
+  for (int threads : {1, 3}) ExpectAidreamsReference("--threads " + std::to_string(threads));
+}
+
 // Runs `pagoda generate` and returns stdout; stderr goes to `stderr_out`.
 RunResult RunPagodaWithStderr(const std::string& args, std::string* stderr_out) {
   TempDir dir;
