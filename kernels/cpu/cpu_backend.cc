@@ -180,6 +180,8 @@ Status CpuBackend::ExecuteInArena(const StepBatch& b, std::span<float> logits) {
       prefill_seqs_.push_back(a);
     }
   }
+  if (num_decode_rows > 0 && num_decode_rows < n) MergeDecodesIntoPrefill(b);
+  num_decode_rows = decode_seqs_.empty() ? 0 : num_decode_rows;
   for (int64_t t = 0; t < n; ++t) {
     EmbeddingRow(weights_.token_embd, b.token_ids[t], x_.data() + t * config_.n_embd);
   }
@@ -191,6 +193,18 @@ Status CpuBackend::ExecuteInArena(const StepBatch& b, std::span<float> logits) {
   }
   Logits(b, logits);
   return Status::Ok();
+}
+
+// A step with decodes and prefill chunks runs every row through the prefill path (flash paged
+// attention takes q_len 1 sequences with cached context too), so the QKV and output
+// projections read their weights once for the whole step instead of once per path.
+void CpuBackend::MergeDecodesIntoPrefill(const StepBatch& b) {
+  decode_seqs_.clear();
+  prefill_seqs_.clear();
+  for (const StepSequence& s : b.seqs) {
+    prefill_seqs_.push_back(
+        AttnSeq{s.query_start, s.query_len, s.num_computed_tokens, s.block_table});
+  }
 }
 
 Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) {

@@ -1,9 +1,10 @@
 // CpuBackend: the default Backend. Owns the paged KV pool (kvcache/KvPool) and per-step scratch
 // sized once; runs each step layer by layer:
-//   decode rows  -> attention_block_tkg (fused norm, QKV, RoPE, cache write, attention, out proj)
-//                   with the same RoPE inverse-frequency table (RopeInvFreq: scaling) as prefill
-//   prefill rows -> norm, QKV, RoPE, cache write, flash_paged_attention, out proj
-//   all rows     -> MLP; then final norm + LM head for the rows that need logits.
+//   decode-only step -> attention_block_tkg (fused norm, QKV, RoPE, cache write, attention, out
+//                       proj) with the same RoPE inverse-frequency table (RopeInvFreq) as prefill
+//   otherwise        -> all rows: norm, QKV, RoPE, cache write, flash_paged_attention, out proj
+//                       (decode rows of a mixed step too: each weight is read once per step)
+//   all rows         -> MLP; then final norm + LM head for the rows that need logits.
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend.
 #pragma once
 
@@ -50,6 +51,7 @@ class CpuBackend final : public Backend {
              TkgWorkspace workspace, const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;
   Status ExecuteInArena(const StepBatch& batch, std::span<float> logits);
+  void MergeDecodesIntoPrefill(const StepBatch& batch);
   PagedKvView LayerView(int layer);
   Status DecodeAttention(int layer, const StepBatch& batch, int32_t num_decode_rows);
   Status PrefillAttention(int layer, const StepBatch& batch, int32_t first_row);
