@@ -396,14 +396,7 @@ def main():
         parser.add_argument(flag, required=True)
     ARGS, rest = parser.parse_known_args()
     base.ARGS = ARGS
-    with tempfile.TemporaryDirectory() as out:
-        base.compile_protos(out)
-        prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-    result = prog.result
-    ran = result.testsRun
-    failed = len(result.failures) + len(result.errors)
-    print(f"{ran - failed} passed, {failed} failed")
-    sys.exit(0 if result.wasSuccessful() and ran > 0 else 1)
+    sys.exit(base.run_tests(rest))
 
 
 if __name__ == "__main__":

@@ -424,6 +424,11 @@ def main():
     parser.add_argument("--repo", required=True)
     parser.add_argument("--shared", required=True)
     ARGS, rest = parser.parse_known_args()
+    sys.exit(run_tests(rest))
+
+
+def run_tests(rest):
+    """Compiles the protos, runs this process's unittest cases; 0 only if some ran and all passed."""
     with tempfile.TemporaryDirectory() as out:
         compile_protos(out)
         prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
@@ -431,7 +436,7 @@ def main():
     ran = result.testsRun
     failed = len(result.failures) + len(result.errors)
     print(f"{ran - failed} passed, {failed} failed")
-    sys.exit(0 if result.wasSuccessful() and ran > 0 else 1)
+    return 0 if result.wasSuccessful() and ran > 0 else 1
 
 
 if __name__ == "__main__":
