@@ -297,6 +297,10 @@ PAGODA_MM_VNNI void TileQ8Vnni(const uint8_t* w, int64_t ws, const Activations& 
     const bool two = b + 1 < nb;
     __m512i wq[R], corr[R];
     __m512 wd[R];
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {  // about 1 KiB ahead in the row stream
+      _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + (b + 32) * kQ8Bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + (b + 33) * kQ8Bytes), _MM_HINT_T0);
+    }
     PAGODA_UNROLL for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * ws + b * kQ8Bytes;
       wq[r] = LoadQ8Pair(blk, two);
