@@ -13,6 +13,7 @@
 
 #include "bench/peak_compute.h"
 #include "bench/read_bandwidth.h"
+#include "kernels/cpu/matmul.h"
 #include "model/model.h"
 #include "tools/bench_serve.h"
 #include "tools/commands.h"
@@ -49,6 +50,7 @@ struct ModelBenchArgs {
   RuntimeOptions runtime;
   bool json = false, quiet = false;
   std::string kernels;
+  std::string f16_matmul;
 };
 
 // Bytes of every weight matrix a token's forward reads (embedding row excluded).
@@ -179,6 +181,7 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const double prefill_tps = double(a.batch) * a.prompt_len / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
           {"kernels", EffectiveKernelLevel()},
+          {"f16_matmul", cpu::mm::DefaultF16ViaBf16() ? "bf16" : "exact"},
           {"prompt_len", a.prompt_len},
           {"gen_len", a.gen_len},
           {"batch", a.batch},
@@ -253,12 +256,14 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print JSON");
   AddKernelsFlag(cmd, &a->kernels);
+  AddF16MatmulFlag(cmd, &a->f16_matmul);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
     if (!ApplyKernelsFlag(a->kernels)) {
       *exit_code = 2;
       return;
     }
+    ApplyF16MatmulFlag(a->f16_matmul);
     json out;
     const Status st = RunModelBench(*a, &out);
     if (!st.ok()) {

@@ -16,6 +16,7 @@ struct ServeArgs {
   std::string model;
   bool print_config = false;
   std::string kernels;
+  std::string f16_matmul;
 };
 
 int RunServe(const ServeArgs& args) {
@@ -43,6 +44,7 @@ int RunServe(const ServeArgs& args) {
     return kExitOk;
   }
   if (!ApplyKernelsFlag(args.kernels)) return kExitBadConfig;
+  ApplyF16MatmulFlag(args.f16_matmul);
   return RunServer(*config);
 }
 
@@ -56,6 +58,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--model,-m", args->model, "Model path (same as --set model.path=...)");
   cmd->add_flag("--print-config", args->print_config, "Print the effective config and exit");
   AddKernelsFlag(cmd, &args->kernels);
+  AddF16MatmulFlag(cmd, &args->f16_matmul);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

@@ -26,6 +26,18 @@ bool ApplyKernelsFlag(const std::string& level) {
   return true;
 }
 
+void AddF16MatmulFlag(CLI::App* cmd, std::string* mode) {
+  cmd->add_option("--f16-matmul", *mode,
+                  "F16 weights in batches: exact (fp32 products, default) | bf16 (faster "
+                  "prefill on AVX512-BF16, weights and activations rounded to bf16)")
+      ->check(CLI::IsMember({"exact", "bf16"}));
+}
+
+bool ApplyF16MatmulFlag(const std::string& mode) {
+  if (!mode.empty()) ::setenv("PAGODA_F16_MATMUL", mode.c_str(), 1);
+  return true;
+}
+
 const char* EffectiveKernelLevel() {
   return cpu::mm::SimdLevelName(cpu::mm::EffectiveSimdLevel(cpu::mm::MatMulOptions{}));
 }

@@ -13,6 +13,10 @@ void AddKernelsFlag(CLI::App* cmd, std::string* level);
 // Validates and applies the flag (no-op when empty). Returns false (after printing why) on a
 // bad value.
 bool ApplyKernelsFlag(const std::string& level);
+// `--f16-matmul exact|bf16`: bf16 lets F16 weights take the bf16 batch path (faster prefill,
+// bf16 rounding; see kernels/cpu/matmul.h DefaultF16ViaBf16). Sets PAGODA_F16_MATMUL.
+void AddF16MatmulFlag(CLI::App* cmd, std::string* mode);
+bool ApplyF16MatmulFlag(const std::string& mode);
 // "avx512vnni" etc.: the level the matmul kernels will use.
 const char* EffectiveKernelLevel();
 

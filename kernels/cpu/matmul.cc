@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/matmul_kernels.h"
@@ -243,7 +244,10 @@ int64_t Bf16MinTokens(GgmlType type) {
 // products, 11 instructions per 512 of them).
 constexpr int64_t kQ8LanesMinTokens = 8;
 
-Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens) {
+Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, bool f16_via_bf16) {
+  if (type == GgmlType::kF16 && f16_via_bf16 && level >= SimdLevel::kAvx512Bf16 && n_tokens >= 16) {
+    return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
+  }
   if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n_tokens >= kQ8LanesMinTokens) {
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
   }
@@ -346,6 +350,14 @@ SimdLevel DefaultMaxSimdLevel() {
   return level;
 }
 
+bool DefaultF16ViaBf16() {
+  static const bool on = [] {
+    const char* env = std::getenv("PAGODA_F16_MATMUL");
+    return env != nullptr && std::string_view(env) == "bf16";
+  }();
+  return on;
+}
+
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
   return std::min(options.max_level, BestSimdLevel());
 }
@@ -363,7 +375,7 @@ const char* KernelName(GgmlType type, SimdLevel level) {
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
             const MatMulOptions& options) {
   if (n_tokens <= 0 || w.rows <= 0) return;
-  const Plan plan = MakePlan(EffectiveSimdLevel(options), w.type, n_tokens);
+  const Plan plan = MakePlan(EffectiveSimdLevel(options), w.type, n_tokens, options.f16_via_bf16);
   // Per calling thread and reused across calls (the buffers only grow): no allocation per call
   // once the largest shape has been seen. MatMul does not call itself, so one set suffices.
   // (The workers must see this thread's buffers: they use `acts`, a plain reference, below.)

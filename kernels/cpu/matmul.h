@@ -55,9 +55,16 @@ std::optional<SimdLevel> ParseSimdLevel(std::string_view name);
 // (same values as ParseSimdLevel) when it is set at start-up. Read once, on the first call.
 SimdLevel DefaultMaxSimdLevel();
 
+// Whether F16 weights may run through the bf16 path for batches (prefill): about 1.7x faster
+// at AVX512-BF16, but weights and activations are rounded to bf16 (the synth-gqa F16 logits
+// then differ from llama.cpp's by up to 0.09, past its suggested 0.03). Off unless the
+// environment variable PAGODA_F16_MATMUL=bf16 is set at start-up (read once).
+bool DefaultF16ViaBf16();
+
 struct MatMulOptions {
   // Highest level used; the effective level is min(max_level, BestSimdLevel()).
   SimdLevel max_level = DefaultMaxSimdLevel();
+  bool f16_via_bf16 = DefaultF16ViaBf16();
 };
 
 // The level MatMul runs at for these options.

@@ -198,6 +198,37 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndLevels, MatMulTest,
                                             ::testing::ValuesIn(Levels())),
                          ParamName);
 
+// F16 through the opt-in bf16 batch path (PAGODA_F16_MATMUL=bf16): within the bf16 rounding
+// bound at avx512bf16, and exactly the default path below 16 tokens or below that level.
+TEST(MatMulApiTest, F16ViaBf16StaysWithinTheBf16Bound) {
+  const Matrix m = RandomMatrix(GgmlType::kF16, 37, 1056, 21);
+  for (SimdLevel level : Levels()) {
+    for (int64_t n : {3, 16, 33}) {
+      SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n);
+      const std::vector<float> x = RandomActivations(n, m.cols, 22);
+      std::vector<float> fast(static_cast<size_t>(n * m.rows)), exact(fast.size());
+      MatMul(m.view(), x.data(), n, fast.data(), MatMulOptions{level, true});
+      MatMul(m.view(), x.data(), n, exact.data(), MatMulOptions{level, false});
+      const bool bf16 = level >= SimdLevel::kAvx512Bf16 && n >= 16;
+      if (!bf16) {
+        EXPECT_EQ(0, std::memcmp(fast.data(), exact.data(), fast.size() * sizeof(float)));
+        continue;
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        const float* xt = x.data() + t * m.cols;
+        for (int64_t r = 0; r < m.rows; ++r) {
+          double ref = 0.0, s = 0.0;
+          for (int64_t c = 0; c < m.cols; ++c) {
+            ref += static_cast<double>(m.deq[r * m.cols + c]) * xt[c];
+            s += std::fabs(static_cast<double>(m.deq[r * m.cols + c]) * xt[c]);
+          }
+          ASSERT_LE(std::fabs(fast[t * m.rows + r] - ref), s / 128.0 + 2e-5 * s);
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulApiTest, LevelNamesParse) {
   for (SimdLevel l : Levels()) EXPECT_EQ(ParseSimdLevel(SimdLevelName(l)), l);
   EXPECT_EQ(ParseSimdLevel("auto"), BestSimdLevel());

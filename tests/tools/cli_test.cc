@@ -468,6 +468,14 @@ TEST(Cli, BenchLimitsAndModelSmoke) {
   EXPECT_EQ(j["decode_steps"].get<int>(), 3);
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["bytes_per_decode_step"].get<int64_t>(), 0);
+  EXPECT_GT(j["total_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["f16_matmul"], "exact");
+  EXPECT_EQ(j["compute_peak"], "fp32_gflops");  // an F32 model
+  r = RunPagoda("bench model --json --prompt-len 8 --gen-len 2 --f16-matmul bf16 --model " +
+                Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")));
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["f16_matmul"], "bf16");
+  EXPECT_NE(RunPagoda("bench model --json --f16-matmul fast --model x.gguf").exit_code, 0);
 }
 
 }  // namespace
