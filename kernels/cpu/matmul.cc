@@ -134,16 +134,17 @@ void PackLanes(PreparedActivations& p, int64_t n, int64_t g) {
     int32_t* xc = p.xpc.data() + (g * nb + b) * 16;
     for (int64_t l = 0; l < 16; ++l) {
       const int64_t t = 16 * g + l;
-      const int8_t* q = t < n ? p.xq.data() + t * ld + b * kQ8Block : nullptr;
-      int32_t sum = 0;
-      for (int64_t k = 0; k < 8; ++k) {
-        for (int64_t i = 0; i < 4; ++i) {
-          const int8_t v = q != nullptr ? q[4 * k + i] : 0;
-          xp[k * 64 + l * 4 + i] = v;
-          sum += v;
-        }
+      if (t >= n) {  // padding token
+        for (int64_t k = 0; k < 8; ++k) std::memset(xp + k * 64 + l * 4, 0, 4);
+        xd[l] = 0.0f;
+        xc[l] = 0;
+        continue;
       }
-      xd[l] = q != nullptr ? p.xd[t * (ld / kQ8Block) + b] : 0.0f;
+      const int8_t* q = p.xq.data() + t * ld + b * kQ8Block;
+      for (int64_t k = 0; k < 8; ++k) std::memcpy(xp + k * 64 + l * 4, q + 4 * k, 4);
+      int32_t sum = 0;
+      for (int64_t i = 0; i < kQ8Block; ++i) sum += q[i];
+      xd[l] = p.xd[t * (ld / kQ8Block) + b];
       xc[l] = -128 * sum;
     }
   }
