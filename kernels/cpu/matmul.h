@@ -22,8 +22,13 @@
 //     (matmul_quant_x86.inc). Error: as Q8_0 with 256-element activation blocks.
 //   Other dequantizable types, and the quantized types at kPortable: each row tile is
 //     dequantized to fp32 and multiplied with the level's F32 kernel.
+// Batches (matmul.cc MakePlan): Q8_0 with >= 8 tokens at kAvx512Vnni+ uses a token-lane kernel
+// (16 tokens per zmm, same int8 arithmetic and error); Q4_0 / Q4_K / Q6_K with >= 128 tokens at
+// kAvx512Bf16 convert each row tile to bf16 once per call and use vdpbf16ps (error about 2^-7
+// of sum |w||x|); F16 does so only when f16_via_bf16 is set.
+// GEMV and small batches walk one weight row at a time (one sequential stream per thread).
 // Every output element is computed by one task in a fixed order: results do not depend on the
-// number of threads (they do depend on the level).
+// number of threads (they do depend on the level and, through the plan, on the batch size).
 #pragma once
 
 #include <cstdint>
