@@ -47,6 +47,7 @@ json MeasureLimits(bool quiet) {
 struct ModelBenchArgs {
   std::string model;
   int32_t prompt_len = 128, gen_len = 32, batch = 1;
+  int32_t repetitions = 1;  // timed runs (different prompts each, so no prefix-cache hits)
   RuntimeOptions runtime;
   bool json = false, quiet = false;
   std::string kernels;
@@ -100,8 +101,8 @@ struct Phases {
 // Submits a.batch random prompts and steps the engine to the end. The prefill phase ends when
 // every request has produced its first token (a request that is already decoding while others
 // still prefill counts toward prefill, not decode).
-Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab) {
-  std::mt19937 rng(1);
+Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
   std::vector<std::shared_ptr<RequestStream>> streams;
   auto started = std::make_shared<std::vector<char>>(a.batch, 0);
   auto num_started = std::make_shared<int32_t>(0);
@@ -168,11 +169,21 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   ro.max_waiting_requests = a.batch;
   PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(*model, ro));
   PAGODA_RETURN_IF_ERROR(WarmUp(*rt.engine, model->config.vocab_size, a.quiet));
-  PAGODA_ASSIGN_OR_RETURN(const Phases ph, RunPhases(*rt.engine, a, model->config.vocab_size));
-  // The host's bandwidth can change during a run (a busy neighbour): read it again right after
-  // the decode phase and report the fraction against both readings.
-  if (!a.quiet) std::fprintf(stderr, "[bench] measuring read bandwidth again...\n");
-  const double gbps_after = cpu::ReadBuffer(size_t{1} << 30).BestGbps(3);
+  // Each repetition: one batch of fresh prompts, then the bandwidth read again right after its
+  // decode phase (the host's bandwidth can change during a run: a busy neighbour).
+  Phases ph;
+  double gbps_after = 0;
+  json prefill_runs = json::array(), decode_runs = json::array();
+  for (int32_t rep = 0; rep < a.repetitions; ++rep) {
+    PAGODA_ASSIGN_OR_RETURN(const Phases one,
+                            RunPhases(*rt.engine, a, model->config.vocab_size, 1 + rep));
+    if (!a.quiet) std::fprintf(stderr, "[bench] measuring read bandwidth again...\n");
+    gbps_after += cpu::ReadBuffer(size_t{1} << 30).BestGbps(3) / a.repetitions;
+    prefill_runs.push_back(double(a.batch) * a.prompt_len / std::max(one.prefill_s, 1e-9));
+    decode_runs.push_back(one.decode_tokens / std::max(one.decode_s, 1e-9));
+    ph.prefill_s += one.prefill_s, ph.decode_s += one.decode_s;
+    ph.decode_steps += one.decode_steps, ph.decode_tokens += one.decode_tokens;
+  }
   const double prefill_s = ph.prefill_s, decode_s = ph.decode_s;
   const int64_t decode_steps = ph.decode_steps, decode_tokens = ph.decode_tokens;
   const int64_t ctx_avg = a.prompt_len + a.gen_len / 2;
@@ -182,7 +193,8 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const double steps_per_s = decode_steps / std::max(decode_s, 1e-9);
   const double flops_per_token = 2.0 * ParamsPerToken(*model);
   const double decode_tps = decode_tokens / std::max(decode_s, 1e-9);
-  const double prefill_tps = double(a.batch) * a.prompt_len / std::max(prefill_s, 1e-9);
+  const double prefill_tps =
+      double(a.batch) * a.prompt_len * a.repetitions / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
           {"kernels", EffectiveKernelLevel()},
           {"f16_matmul", cpu::mm::DefaultF16ViaBf16() ? "bf16" : "exact"},
@@ -210,7 +222,11 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   (*out)["compute_peak"] = peak;
   // Generated tokens over the whole run (prefill + decode): what `bench serve` reports as
   // tokens_per_s for the same workload.
-  (*out)["total_tokens_per_s"] = double(a.batch) * a.gen_len / std::max(prefill_s + decode_s, 1e-9);
+  (*out)["total_tokens_per_s"] =
+      double(a.batch) * a.gen_len * a.repetitions / std::max(prefill_s + decode_s, 1e-9);
+  (*out)["repetitions"] = a.repetitions;  // rates above: over all repetitions together
+  (*out)["prefill_tokens_per_s_runs"] = prefill_runs;
+  (*out)["decode_tokens_per_s_runs"] = decode_runs;
   (*out)["prefill_fraction_of_compute_peak"] = prefill_tps * flops_per_token / 1e9 / peak_g;
   (*out)["decode_fraction_of_compute_peak"] = decode_tps * flops_per_token / 1e9 / peak_g;
   return Status::Ok();
@@ -255,6 +271,10 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--kv-dtype", a->runtime.kv_dtype, "KV cache dtype")->capture_default_str();
+  cmd->add_option("--repetitions,-r", a->repetitions,
+                  "Timed runs (fresh prompts each); rates are over all of them, per-run rates "
+                  "are listed too")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", a->runtime.threads, "CPU backend threads (0: one per core)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--max-num-batched-tokens", a->runtime.scheduler.max_num_batched_tokens,

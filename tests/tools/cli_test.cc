@@ -471,10 +471,14 @@ TEST(Cli, BenchLimitsAndModelSmoke) {
   EXPECT_GT(j["total_tokens_per_s"].get<double>(), 0.0);
   EXPECT_EQ(j["f16_matmul"], "exact");
   EXPECT_EQ(j["compute_peak"], "fp32_gflops");  // an F32 model
-  r = RunPagoda("bench model --json --prompt-len 8 --gen-len 2 --f16-matmul bf16 --model " +
+  r = RunPagoda("bench model --json --prompt-len 8 --gen-len 2 -r 2 --f16-matmul bf16 --model " +
                 Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")));
   ASSERT_EQ(r.exit_code, 0);
-  EXPECT_EQ(nlohmann::json::parse(r.out)["f16_matmul"], "bf16");
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["f16_matmul"], "bf16");
+  EXPECT_EQ(j["repetitions"], 2);
+  EXPECT_EQ(j["decode_tokens_per_s_runs"].size(), 2u);
+  EXPECT_EQ(j["decode_steps"].get<int>(), 2);  // 1 decode step per run (first token: prefill)
   EXPECT_NE(RunPagoda("bench model --json --f16-matmul fast --model x.gguf").exit_code, 0);
 }
 
