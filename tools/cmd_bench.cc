@@ -54,25 +54,24 @@ struct ModelBenchArgs {
   std::string f16_matmul;
 };
 
-// Bytes of every weight matrix a token's forward reads (embedding row excluded).
-int64_t WeightBytesPerStep(const Model& m) {
-  int64_t bytes = m.weights.output.rows * m.weights.output.row_bytes;
-  for (const LayerWeights& l : m.weights.layers) {
-    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      bytes += w->rows * w->row_bytes;
-    }
-  }
-  return bytes;
-}
+// What a token's forward reads and computes through the weight matrices (the LM head and every
+// layer's projections; the embedding row lookup excluded).
+struct StepWeights {
+  int64_t bytes = 0;   // read once per decode step
+  int64_t params = 0;  // multiply-adds per token
+};
 
-int64_t ParamsPerToken(const Model& m) {
-  int64_t n = m.weights.output.rows * m.weights.output.cols;
+StepWeights WeightsPerToken(const Model& m) {
+  StepWeights s;
+  auto add = [&s](const WeightView& w) {
+    s.bytes += w.rows * w.row_bytes;
+    s.params += w.rows * w.cols;
+  };
+  add(m.weights.output);
   for (const LayerWeights& l : m.weights.layers) {
-    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      n += w->rows * w->cols;
-    }
+    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
   }
-  return n;
+  return s;
 }
 
 // The compute peak that bounds this model's matmuls (named as in `bench limits`): the int8
@@ -189,9 +188,10 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const int64_t ctx_avg = a.prompt_len + a.gen_len / 2;
   const int64_t kv_bytes = int64_t{model->config.n_layers} * 2 * model->config.kv_dim() * ctx_avg *
                            a.batch * KvElementBytes(*model, ro.kv_dtype);
-  const int64_t step_bytes = WeightBytesPerStep(*model) + kv_bytes;
+  const StepWeights weights = WeightsPerToken(*model);
+  const int64_t step_bytes = weights.bytes + kv_bytes;
   const double steps_per_s = decode_steps / std::max(decode_s, 1e-9);
-  const double flops_per_token = 2.0 * ParamsPerToken(*model);
+  const double flops_per_token = 2.0 * weights.params;
   const double decode_tps = decode_tokens / std::max(decode_s, 1e-9);
   const double prefill_tps =
       double(a.batch) * a.prompt_len * a.repetitions / std::max(prefill_s, 1e-9);

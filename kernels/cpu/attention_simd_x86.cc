@@ -20,6 +20,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/matmul_tiles.h"
+
 #define PAGODA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define PAGODA_AVX2 __attribute__((target("avx2,fma")))
 
@@ -99,19 +101,9 @@ PAGODA_AVX512 void Scores512(const RowBlock& rb, const float* const* k, int32_t 
                              float* s, int32_t ld, const Prefetch& pf) {
   for (int32_t r0 = 0; r0 < rb.rows; r0 += kRb) {
     const Prefetch* p = r0 == 0 ? &pf : nullptr;
-    switch (std::min(kRb, rb.rows - r0)) {
-      case 4:
-        ScoreRows512<4>(rb, r0, k, n, scale, s, ld, p);
-        break;
-      case 3:
-        ScoreRows512<3>(rb, r0, k, n, scale, s, ld, p);
-        break;
-      case 2:
-        ScoreRows512<2>(rb, r0, k, n, scale, s, ld, p);
-        break;
-      default:
-        ScoreRows512<1>(rb, r0, k, n, scale, s, ld, p);
-    }
+    mm::internal::ForTile<kRb, 1>(std::min(kRb, rb.rows - r0), 1, [&]<int R, int>() {
+      ScoreRows512<R>(rb, r0, k, n, scale, s, ld, p);
+    });
   }
 }
 
@@ -148,19 +140,9 @@ PAGODA_AVX512 void AccRows512(const RowBlock& rb, int32_t r0, const float* p, in
   }
   for (int32_t x0 = 0; x0 < rb.d; x0 += 64) {
     const Prefetch* chunk_pf = x0 == 0 ? pf : nullptr;
-    switch (std::min(4, (rb.d - x0) / 16)) {
-      case 4:
-        AccChunk512<NR, 4>(o, pr, v, n, x0, chunk_pf);
-        break;
-      case 3:
-        AccChunk512<NR, 3>(o, pr, v, n, x0, chunk_pf);
-        break;
-      case 2:
-        AccChunk512<NR, 2>(o, pr, v, n, x0, chunk_pf);
-        break;
-      default:
-        AccChunk512<NR, 1>(o, pr, v, n, x0, chunk_pf);
-    }
+    mm::internal::ForTile<4, 1>(std::min(4, (rb.d - x0) / 16), 1, [&]<int NV, int>() {
+      AccChunk512<NR, NV>(o, pr, v, n, x0, chunk_pf);
+    });
   }
 }
 
@@ -168,19 +150,8 @@ PAGODA_AVX512 void Accumulate512(const RowBlock& rb, const float* p, int32_t ld,
                                  const float* const* v, int32_t n, const Prefetch& pf) {
   for (int32_t r0 = 0; r0 < rb.rows; r0 += kRb) {
     const Prefetch* f = r0 == 0 ? &pf : nullptr;
-    switch (std::min(kRb, rb.rows - r0)) {
-      case 4:
-        AccRows512<4>(rb, r0, p, ld, v, n, f);
-        break;
-      case 3:
-        AccRows512<3>(rb, r0, p, ld, v, n, f);
-        break;
-      case 2:
-        AccRows512<2>(rb, r0, p, ld, v, n, f);
-        break;
-      default:
-        AccRows512<1>(rb, r0, p, ld, v, n, f);
-    }
+    mm::internal::ForTile<kRb, 1>(std::min(kRb, rb.rows - r0), 1,
+                                  [&]<int R, int>() { AccRows512<R>(rb, r0, p, ld, v, n, f); });
   }
 }
 
@@ -272,19 +243,9 @@ PAGODA_AVX2 void Scores256(const RowBlock& rb, const float* const* k, int32_t n,
                            float* s, int32_t ld, const Prefetch& pf) {
   for (int32_t r0 = 0; r0 < rb.rows; r0 += kRb) {
     const Prefetch* p = r0 == 0 ? &pf : nullptr;
-    switch (std::min(kRb, rb.rows - r0)) {
-      case 4:
-        ScoreRows256<4>(rb, r0, k, n, scale, s, ld, p);
-        break;
-      case 3:
-        ScoreRows256<3>(rb, r0, k, n, scale, s, ld, p);
-        break;
-      case 2:
-        ScoreRows256<2>(rb, r0, k, n, scale, s, ld, p);
-        break;
-      default:
-        ScoreRows256<1>(rb, r0, k, n, scale, s, ld, p);
-    }
+    mm::internal::ForTile<kRb, 1>(std::min(kRb, rb.rows - r0), 1, [&]<int R, int>() {
+      ScoreRows256<R>(rb, r0, k, n, scale, s, ld, p);
+    });
   }
 }
 
@@ -332,19 +293,8 @@ PAGODA_AVX2 void Accumulate256(const RowBlock& rb, const float* p, int32_t ld,
                                const float* const* v, int32_t n, const Prefetch& pf) {
   for (int32_t r0 = 0; r0 < rb.rows; r0 += kRb) {
     const Prefetch* f = r0 == 0 ? &pf : nullptr;
-    switch (std::min(kRb, rb.rows - r0)) {
-      case 4:
-        AccRows256<4>(rb, r0, p, ld, v, n, f);
-        break;
-      case 3:
-        AccRows256<3>(rb, r0, p, ld, v, n, f);
-        break;
-      case 2:
-        AccRows256<2>(rb, r0, p, ld, v, n, f);
-        break;
-      default:
-        AccRows256<1>(rb, r0, p, ld, v, n, f);
-    }
+    mm::internal::ForTile<kRb, 1>(std::min(kRb, rb.rows - r0), 1,
+                                  [&]<int R, int>() { AccRows256<R>(rb, r0, p, ld, v, n, f); });
   }
 }
 

@@ -58,7 +58,7 @@ struct Kernel {
 Kernel X86Kernel(SimdLevel level, GgmlType type);
 // Converts one weight row of `cols` elements to bf16 (round to nearest even) at dst.
 using ToBf16Fn = void (*)(const uint8_t* row, uint16_t* dst, int64_t cols);
-// The AVX512-BF16 converter for F32, F16 or Q8_0 rows; nullptr for other types (the driver then
+// The AVX512-BF16 converter for F32 or F16 rows; nullptr for other types (the driver then
 // dequantizes to fp32 and converts with F32's). Only called on CPUs with AVX512-BF16.
 ToBf16Fn X86Bf16Converter(GgmlType type);
 

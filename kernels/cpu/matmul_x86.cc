@@ -448,17 +448,6 @@ PAGODA_MM_BF16 void F16RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols
   }
 }
 
-PAGODA_MM_BF16 void Q8RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const uint8_t* blk = row + b * kQ8Bytes;
-    const __m512 d = _mm512_set1_ps(Fp16Scale(blk));
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
-    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
-    StoreBf16x32(dst + 32 * b, _mm512_mul_ps(lo, d), _mm512_mul_ps(hi, d), ~0u);
-  }
-}
-
 // ----------------------------------------------------------------------------- tables ----
 // One entry per (level, type) with a kernel; add a quantized type with one Block function.
 
@@ -502,8 +491,6 @@ ToBf16Fn X86Bf16Converter(GgmlType type) {
       return F32RowToBf16;
     case GgmlType::kF16:
       return F16RowToBf16;
-    case GgmlType::kQ8_0:
-      return Q8RowToBf16;
     default:
       return nullptr;
   }

@@ -8,21 +8,13 @@
 
 #include "kernels/cpu/llama_forward.h"
 #include "model/model.h"
+#include "tests/synth_reference.h"
 #include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
 
-struct Diff {
-  double max_abs = 0, sum_sq = 0;
-  int64_t n = 0;
-  void Add(double a, double b) {
-    max_abs = std::max(max_abs, std::fabs(a - b));
-    sum_sq += (a - b) * (a - b);
-    ++n;
-  }
-  double rms() const { return n ? std::sqrt(sum_sq / n) : 0; }
-};
+using testing::LogitDiff;
 
 std::unique_ptr<Model> Load(const std::string& rel) {
   auto m = LoadModel(testing::SharedPath(rel));
@@ -46,7 +38,7 @@ TEST(ForwardReference, Aidreams260KMatchesLlama2c) {
     cpu::LlamaForward fwd(model->config, model->weights, model->config.context_length);
     auto logits = fwd.Forward(tokens, /*all_logits=*/true);
     ASSERT_TRUE(logits.ok()) << logits.status().ToString();
-    Diff d;
+    LogitDiff d;
     for (size_t pos = 0; pos < n_logits; ++pos) {
       const auto& row = c["logits"][pos];
       for (int v = 0; v < model->config.vocab_size; ++v) {
@@ -72,36 +64,8 @@ TEST_P(SynthGqa, MatchesLlamaCppLogits) {
   auto model = Load(base + ".gguf");
   ASSERT_TRUE(model);
   EXPECT_EQ(model->config.n_kv_heads, 2);
-  const auto ref = testing::LoadJson(testing::SharedPath(base + ".reference.json"));
-  ASSERT_TRUE(ref.contains("cases"));
-  const int V = model->config.vocab_size;
-  Diff prompt_diff, gen_diff;
-  for (const auto& c : ref["cases"]) {
-    const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy"]["tokens"].get<std::vector<int32_t>>();
-    std::vector<int32_t> all = prompt;
-    all.insert(all.end(), greedy.begin(), greedy.end() - 1);  // teacher forcing
-    cpu::LlamaForward fwd(model->config, model->weights, model->config.context_length);
-    auto logits = fwd.Forward(all, true);
-    ASSERT_TRUE(logits.ok()) << logits.status().ToString();
-    for (size_t p = 0; p < prompt.size(); ++p) {
-      for (int v = 0; v < V; ++v) prompt_diff.Add((*logits)[p * V + v], c["logits"][p][v]);
-    }
-    // Step k's distribution is the logits after position prompt.size() - 1 + k.
-    for (size_t k = 0; k < greedy.size(); ++k) {
-      const size_t pos = prompt.size() - 1 + k;
-      for (const auto& e : c["greedy"]["top5"][k]) {
-        gen_diff.Add((*logits)[pos * V + e[0].get<int>()], e[1].get<double>());
-      }
-    }
-  }
-  EXPECT_LE(prompt_diff.max_abs, sc.max_abs) << sc.file;
-  EXPECT_LE(prompt_diff.rms(), sc.rms) << sc.file;
-  EXPECT_LE(gen_diff.max_abs, sc.max_abs) << sc.file;
-  EXPECT_LE(gen_diff.rms(), sc.rms) << sc.file;
-  EXPECT_GT(prompt_diff.n, 0);
-  std::printf("%s: prompt max %.3g rms %.3g; generated max %.3g rms %.3g\n", sc.file,
-              prompt_diff.max_abs, prompt_diff.rms(), gen_diff.max_abs, gen_diff.rms());
+  testing::ExpectWithinSynthReference(*model, base + ".reference.json", sc.max_abs, sc.rms,
+                                      sc.file);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SynthGqa,

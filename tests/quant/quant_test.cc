@@ -21,23 +21,13 @@
 #include "model/model.h"
 #include "model/quants.h"
 #include "model/tensor_types.h"
+#include "tests/synth_reference.h"
 #include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
 
 using testing::SharedPath;
-
-struct Diff {
-  double max_abs = 0, sum_sq = 0;
-  int64_t n = 0;
-  void Add(double a, double b) {
-    max_abs = std::max(max_abs, std::fabs(a - b));
-    sum_sq += (a - b) * (a - b);
-    ++n;
-  }
-  double rms() const { return n ? std::sqrt(sum_sq / n) : 0; }
-};
 
 void PutFp16(uint8_t* p, float f) {
   const uint16_t h = Fp32ToFp16(f);
@@ -243,41 +233,6 @@ TEST(LlamaCppQuantized, DequantizesCloseToF32AndMatchesOurQuantizer) {
               100 * same, static_cast<long long>(blocks));
 }
 
-// Teacher-forced logits of `model` vs a synth-gqa reference json (see
-// tests/model/forward_reference_test.cc): all logits at prompt positions, top-5 at generated.
-void ExpectLogitsWithin(const Model& model, const std::string& ref_rel, double max_abs, double rms,
-                        const std::string& what) {
-  const auto ref = testing::LoadJson(SharedPath(ref_rel));
-  ASSERT_TRUE(ref.contains("cases"));
-  const int V = model.config.vocab_size;
-  Diff prompt_diff, gen_diff;
-  for (const auto& c : ref["cases"]) {
-    const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy"]["tokens"].get<std::vector<int32_t>>();
-    std::vector<int32_t> all = prompt;
-    all.insert(all.end(), greedy.begin(), greedy.end() - 1);
-    cpu::LlamaForward fwd(model.config, model.weights, model.config.context_length);
-    auto logits = fwd.Forward(all, true);
-    ASSERT_TRUE(logits.ok()) << logits.status().ToString();
-    for (size_t p = 0; p < prompt.size(); ++p) {
-      for (int v = 0; v < V; ++v) prompt_diff.Add((*logits)[p * V + v], c["logits"][p][v]);
-    }
-    for (size_t k = 0; k < greedy.size(); ++k) {
-      const size_t pos = prompt.size() - 1 + k;
-      for (const auto& e : c["greedy"]["top5"][k]) {
-        gen_diff.Add((*logits)[pos * V + e[0].get<int>()], e[1].get<double>());
-      }
-    }
-  }
-  EXPECT_GT(prompt_diff.n, 0);
-  EXPECT_LE(prompt_diff.max_abs, max_abs) << what;
-  EXPECT_LE(prompt_diff.rms(), rms) << what;
-  EXPECT_LE(gen_diff.max_abs, max_abs) << what;
-  EXPECT_LE(gen_diff.rms(), rms) << what;
-  std::printf("%s: prompt max %.3g rms %.3g; generated max %.3g rms %.3g\n", what.c_str(),
-              prompt_diff.max_abs, prompt_diff.rms(), gen_diff.max_abs, gen_diff.rms());
-}
-
 std::unique_ptr<Model> Load(const std::string& path) {
   auto m = LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
@@ -306,15 +261,16 @@ std::string KernelLevelInUse() {
 TEST(LlamaCppQuantized, Q4KMModelMatchesLlamaCppLogits) {
   auto model = Load(SharedPath("models/synth-gqa/llama-gqa-q4_k_m.gguf"));
   ASSERT_TRUE(model);
-  ExpectLogitsWithin(*model, "models/synth-gqa/llama-gqa-q4_k_m.reference.json", 0.8, 0.16,
-                     "llama-gqa-q4_k_m (llama.cpp file)" + KernelLevelInUse());
+  testing::ExpectWithinSynthReference(*model, "models/synth-gqa/llama-gqa-q4_k_m.reference.json",
+                                      0.8, 0.16,
+                                      "llama-gqa-q4_k_m (llama.cpp file)" + KernelLevelInUse());
 }
 
 TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
   auto model = Load(SharedPath("models/synth-gqa/llama-gqa-q8_0.gguf"));
   ASSERT_TRUE(model);
-  ExpectLogitsWithin(*model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
-                     "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse());
+  testing::ExpectWithinSynthReference(*model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6,
+                                      0.12, "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse());
 }
 
 // ---- pagoda quantize / make-model ---------------------------------------------------------
@@ -358,11 +314,13 @@ TEST_P(QuantizeCli, SynthGqaLoadsFollowsMixAndStaysInTolerance) {
     EXPECT_EQ(TypeName(t.type), want) << t.name;
   }
   const std::string what = std::string("pagoda quantize --type ") + cc.type + " vs ";
-  ExpectLogitsWithin(*model, std::string("models/synth-gqa/") + cc.ref, cc.max_abs, cc.rms,
-                     what + cc.ref);
-  if (std::string(cc.ref) != "llama-gqa-f32.reference.json") {  // measured only
-    ExpectLogitsWithin(*model, "models/synth-gqa/llama-gqa-f32.reference.json", INFINITY, INFINITY,
-                       what + "f32 reference (quantization error itself)");
+  testing::ExpectWithinSynthReference(*model, std::string("models/synth-gqa/") + cc.ref, cc.max_abs,
+                                      cc.rms, what + cc.ref);
+  if (std::string(cc.ref) != "llama-gqa-f32.reference.json") {  // printed, not a check
+    const auto d =
+        testing::CompareWithSynthReference(*model, "models/synth-gqa/llama-gqa-f32.reference.json");
+    std::printf("%sf32 reference (the quantization error itself): prompt max %.3g rms %.3g\n",
+                what.c_str(), d.prompt.max_abs, d.prompt.rms());
   }
   if (cc.llama_cpp) {  // our quantizer reproduces llama-quantize's tensors bit for bit
     auto theirs = OpenShared(std::string("models/synth-gqa/") + cc.llama_cpp);
