@@ -112,13 +112,25 @@ void PermuteForQ4K(int8_t* xq, int64_t cols) {
   }
 }
 
+// kQ8Vec: per group of 4 codes, -128 times their sum (ld codes -> ld / 4 start values).
+void LaneStarts(const int8_t* xq, int64_t ld, int32_t* xc) {
+  for (int64_t i = 0; i < ld / 4; ++i) {
+    xc[i] = -128 * (xq[4 * i] + xq[4 * i + 1] + xq[4 * i + 2] + xq[4 * i + 3]);
+  }
+}
+
+bool IsQ8(ActFormat f) {
+  return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Lanes;
+}
+
 // Owned storage behind an Activations view.
 struct PreparedActivations {
   std::vector<uint16_t> xb;
   std::vector<int8_t> xq;
   std::vector<float> xd;
   std::vector<float> xs;
-  std::vector<int8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
+  std::vector<int32_t> xc;  // kQ8Vec
+  std::vector<int8_t> xp;   // kQ8Lanes (see matmul_kernels.h)
   std::vector<float> xpd;
   std::vector<int32_t> xpc;
   Activations view;
@@ -155,10 +167,11 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
   if (format == ActFormat::kBf16) {
     p.view.ld = (cols + 31) / 32 * 32;
     p.xb.assign(static_cast<size_t>(n * p.view.ld), 0);
-  } else if (format == ActFormat::kQ8 || format == ActFormat::kQ8Lanes) {
+  } else if (IsQ8(format)) {
     p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    if (format == ActFormat::kQ8Vec) p.xc.resize(static_cast<size_t>(n * p.view.ld / 4));
     if (format == ActFormat::kQ8Lanes) {
       const int64_t groups = (n + 15) / 16, nb = cols / kQ8Block;
       p.xp.resize(static_cast<size_t>(groups * nb * 512));
@@ -184,8 +197,10 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
         for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
-      } else if (format == ActFormat::kQ8 || format == ActFormat::kQ8Lanes) {
+      } else if (IsQ8(format)) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
+        if (format == ActFormat::kQ8Vec)
+          LaneStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / 4);
       } else {
         int8_t* xq = p.xq.data() + t * cols;
         QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16);
@@ -203,6 +218,7 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
   p.view.xq = p.xq.data();
   p.view.xd = p.xd.data();
   p.view.xs = p.xs.data();
+  p.view.xc = p.xc.data();
 }
 
 // Rows per task: about kTileBytes of weights, a multiple of 4, at least kMinTiles tasks.

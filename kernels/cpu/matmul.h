@@ -12,8 +12,9 @@
 //     to bf16 (relative error about 2^-8 of sum |w||x|).
 //   Q8_0: the activations are quantized per call to int8 blocks of 32 with an fp32 scale
 //     (d = amax / 127, round to nearest even) and dotted in int32 per block: AVX2 / AVX-512
-//     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with (x + 128) and a -128 sum(w)
-//     correction. Error: at most sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
+//     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with the weights biased to (w + 128)
+//     and a -128 sum(x) start value (one row at a time, 256-bit steps of one block). Error: at most
+//     sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
 //   Q4_0: the Q8_0 activation blocks; the 4-bit codes are unpacked in registers and dotted
 //     exactly in int32 per block (offset -8 folded in), at AVX2 / AVX-512 / VNNI.
 //   Q4_K / Q6_K: the activations are quantized per call to int8 with one scale per 256 (and

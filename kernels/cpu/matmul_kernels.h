@@ -7,6 +7,9 @@
 //   kQ8:   xq int8 [n][ld], blocks of 32     (ld = cols rounded up to 64: an even block count,
 //          xd fp32 [n][ld / 32] block scales   zero padded, scale 0 in the padding)
 //          x[t][c] ~= xd[t][c / 32] * xq[t][c]
+//   kQ8Vec: kQ8, plus
+//          xc int32 [n][ld / 32][8]          -128 * (sum of codes 4k..4k+3 of the block), the
+//                                            start value that removes a +128 weight bias
 //   kQ8K:  xq int8 [n][ld]                   (ld = cols, a multiple of 256: the K-quant rows)
 //          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
 //          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)
@@ -27,7 +30,7 @@
 
 namespace pagoda::cpu::mm::internal {
 
-enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8K, kQ8KQ4, kQ8Lanes };
+enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes };
 
 struct Activations {
   const float* x = nullptr;
@@ -35,6 +38,7 @@ struct Activations {
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const float* xs = nullptr;     // kQ8K / kQ8KQ4 only
+  const int32_t* xc = nullptr;   // kQ8Vec only
   const int8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;    // kQ8Lanes only
   const int32_t* xpc = nullptr;  // kQ8Lanes only

@@ -281,57 +281,66 @@ PAGODA_MM_AVX512 void BlockQ8Sign512(const uint8_t* w, int64_t ws, int64_t nr, c
   });
 }
 
-// VNNI: vpdpbusd(-128 * sum(w), x + 128 (unsigned), w (signed)) = sum(x * w) per lane, exactly.
-template <int R, int T>
-PAGODA_MM_VNNI void TileQ8Vnni(const uint8_t* w, int64_t ws, const Activations& a, int64_t t0,
-                               float* y, int64_t ldy) {
-  const int64_t nb = a.cols / 32;
-  const int64_t nbx = a.ld / 32;
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i zero = _mm512_setzero_si512();
-  __m512 acc[R][T];
-  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+// VNNI, one weight row at a time (GEMV and batches below the token-lane kernel's): 256-bit
+// steps of one block, the weights biased to unsigned (w ^ 0x80 = w + 128) and the bias removed
+// exactly by the activations' start value (kQ8Vec xc = -128 * sum of each lane's 4 codes):
+// per block a load + xor, vpdpbusd, a broadcast + convert of the fp16 scale and 3 fp ops, with
+// nothing recomputed per row from the activations. The row (a few KiB) stays in L1 across the
+// tokens, so the weights stream from memory once.
+// One block b of the row into acc[t] for T tokens.
+template <int T>
+PAGODA_MM_VNNI inline void StepQ8Vec(const uint8_t* w, const Activations& a, int64_t t0,
+                                     int64_t nbx, int64_t b, __m256 (&acc)[T]) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* blk = w + b * kQ8Bytes;
+  const __m256i wu =
+      _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), bias);
+  uint16_t h;
+  std::memcpy(&h, blk, 2);
+  const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+    const int64_t tok = t0 + t;
+    const __m256i start =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xc + (tok * nbx + b) * 8));
+    const __m256i xv =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + tok * a.ld + b * 32));
+    const __m256i dot = _mm256_dpbusd_epi32(start, wu, xv);
+    const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[tok * nbx + b]));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[t]);
   }
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool two = b + 1 < nb;
-    __m512i wq[R], corr[R];
-    __m512 wd[R];
-    PAGODA_UNROLL for (int r = 0; r < R; ++r) {  // about 1 KiB ahead in the row stream
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + (b + 32) * kQ8Bytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * ws + (b + 33) * kQ8Bytes), _MM_HINT_T0);
-    }
-    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = w + r * ws + b * kQ8Bytes;
-      wq[r] = LoadQ8Pair(blk, two);
-      corr[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, bias, wq[r]));
-      wd[r] = WeightPairScale(blk, two);
-    }
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      const int64_t tok = t0 + t;
-      const __m512i xu = _mm512_xor_si512(_mm512_loadu_si512(a.xq + tok * a.ld + b * 32), bias);
-      const __m512 xd = PairScale(a.xd[tok * nbx + b], a.xd[tok * nbx + b + 1]);
-      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-        const __m512i p = _mm512_dpbusd_epi32(corr[r], xu, wq[r]);
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], xd), acc[r][t]);
-      }
-    }
-  }
-  StoreSums<R, T>(acc, y, ldy);
 }
 
-PAGODA_MM_VNNI void BlockQ8Vnni(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
-                                int64_t t0, int64_t nt, float* y, int64_t ldy) {
-  ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
-    TileQ8Vnni<R, T>(w + r * ws, ws, a, t0 + t, y + t * ldy + r, ldy);
-  });
+template <int T>
+PAGODA_MM_VNNI void RowQ8Vec(const uint8_t* w, const Activations& a, int64_t t0, float* y,
+                             int64_t ldy) {
+  const int64_t nb = a.cols / 32, nbx = a.ld / 32;
+  __m256 even[T], odd[T];  // two chains: even and odd blocks
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    StepQ8Vec<T>(w, a, t0, nbx, b, even);
+    StepQ8Vec<T>(w, a, t0, nbx, b + 1, odd);
+  }
+  if (b < nb) StepQ8Vec<T>(w, a, t0, nbx, b, even);
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy] = Sum8(_mm256_add_ps(even[t], odd[t]));
+}
+
+PAGODA_MM_VNNI void BlockQ8Vec(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                               int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t t = 0; t < nt; t += 4) {
+      ForTile<1, 4>(1, std::min<int64_t>(4, nt - t), [&]<int R, int T>() {
+        RowQ8Vec<T>(w + r * ws, a, t0 + t, y + t * ldy + r, ldy);
+      });
+    }
+  }
 }
 
 // ---------------------------------------------------------------- VNNI, token lanes ----
 // Q8_0 x kQ8Lanes for many tokens: the 16 lanes of a zmm are 16 tokens, so vpdpbusd sums a
 // whole 32-element block per lane in 8 steps (a broadcast of 4 weight bytes against the packed
 // activations) before its one scale multiply: 8 dot instructions + 3 scale ops per 16 x 32
-// products, where TileQ8Vnni needs 4 per 64. The weights are biased to unsigned (w ^ 0x80 =
+// products, where RowQ8Vec needs 8 per 256. The weights are biased to unsigned (w ^ 0x80 =
 // w + 128); the packed -128 * sum(x) start value removes the bias exactly in int32.
 
 template <int R>
@@ -502,7 +511,7 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
     return {BlockBf16Dp, ActFormat::kBf16, "avx512bf16/bf16"};
   }
   if (level >= SimdLevel::kAvx512Vnni && type == GgmlType::kQ8_0) {
-    return {BlockQ8Vnni, ActFormat::kQ8, "avx512vnni/q8_0"};
+    return {BlockQ8Vec, ActFormat::kQ8Vec, "avx512vnni/q8_0"};
   }
   if (level >= SimdLevel::kAvx512Vnni) {
     const Kernel k = X86QuantKernel(SimdLevel::kAvx512Vnni, type);
