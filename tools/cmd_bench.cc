@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "bench/peak_compute.h"
@@ -50,6 +51,7 @@ struct ModelBenchArgs {
   int32_t repetitions = 1;  // timed runs (different prompts each, so no prefix-cache hits)
   RuntimeOptions runtime;
   bool json = false, quiet = false;
+  bool interleave_bandwidth = false;  // a read-loop pass after every decode step
   std::string kernels;
   std::string f16_matmul;
 };
@@ -95,12 +97,27 @@ int64_t KvElementBytes(const Model& m, const std::string& dtype) {
 struct Phases {
   double prefill_s = 0, decode_s = 0;  // until every request has its first token; the rest
   int64_t decode_steps = 0, decode_tokens = 0;
+  // --interleave-bandwidth: the read-loop passes run between decode steps (not in decode_s).
+  double read_bytes = 0, read_s = 0, read_best_gbps = 0;
 };
+
+// One timed pass of the read loop over `buf`, added to ph.
+void InterleavedRead(const cpu::ReadBuffer& buf, Phases& ph) {
+  const auto t0 = Clock::now();
+  volatile double sink = buf.Sum();
+  (void)sink;
+  const double s = Secs(t0, Clock::now());
+  ph.read_bytes += static_cast<double>(buf.bytes());
+  ph.read_s += s;
+  ph.read_best_gbps = std::max(ph.read_best_gbps, buf.bytes() / std::max(s, 1e-9) / 1e9);
+}
 
 // Submits a.batch random prompts and steps the engine to the end. The prefill phase ends when
 // every request has produced its first token (a request that is already decoding while others
-// still prefill counts toward prefill, not decode).
-Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab, uint32_t seed) {
+// still prefill counts toward prefill, not decode). With `reads`, one pass of the read loop
+// follows every decode step, timed apart from it: the bandwidth over the same seconds.
+Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab, uint32_t seed,
+                         const cpu::ReadBuffer* reads) {
   std::mt19937 rng(seed);
   std::vector<std::shared_ptr<RequestStream>> streams;
   auto started = std::make_shared<std::vector<char>>(a.batch, 0);
@@ -124,9 +141,13 @@ Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab,
   Clock::time_point prefill_done{};
   int64_t steps = 0, gen_at_prefill_done = 0;
   while (engine.HasWork()) {
+    const auto step_start = Clock::now();
     PAGODA_RETURN_IF_ERROR(engine.Step());
     ++steps;
-    if (prefill_done == Clock::time_point{} && *num_started == a.batch) {
+    if (prefill_done != Clock::time_point{}) {
+      ph.decode_s += Secs(step_start, Clock::now());
+      if (reads != nullptr) InterleavedRead(*reads, ph);
+    } else if (*num_started == a.batch) {
       prefill_done = Clock::now();
       ph.decode_steps = -steps;
       gen_at_prefill_done = engine.stats().generation_tokens;
@@ -134,11 +155,9 @@ Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab,
         std::fprintf(stderr, "[bench] prefill done in %.2f s\n", Secs(t0, prefill_done));
     }
   }
-  const auto t1 = Clock::now();
   if (prefill_done == Clock::time_point{})
     return Internal("bench: a request never produced a token");
   ph.prefill_s = Secs(t0, prefill_done);
-  ph.decode_s = Secs(prefill_done, t1);
   ph.decode_steps += steps;
   ph.decode_tokens = engine.stats().generation_tokens - gen_at_prefill_done;
   return ph;
@@ -173,15 +192,19 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   Phases ph;
   double gbps_after = 0;
   json prefill_runs = json::array(), decode_runs = json::array();
+  std::optional<cpu::ReadBuffer> reads;
+  if (a.interleave_bandwidth) reads.emplace(size_t{1} << 30);
   for (int32_t rep = 0; rep < a.repetitions; ++rep) {
-    PAGODA_ASSIGN_OR_RETURN(const Phases one,
-                            RunPhases(*rt.engine, a, model->config.vocab_size, 1 + rep));
+    PAGODA_ASSIGN_OR_RETURN(const Phases one, RunPhases(*rt.engine, a, model->config.vocab_size,
+                                                        1 + rep, reads ? &*reads : nullptr));
     if (!a.quiet) std::fprintf(stderr, "[bench] measuring read bandwidth again...\n");
     gbps_after += cpu::ReadBuffer(size_t{1} << 30).BestGbps(3) / a.repetitions;
     prefill_runs.push_back(double(a.batch) * a.prompt_len / std::max(one.prefill_s, 1e-9));
     decode_runs.push_back(one.decode_tokens / std::max(one.decode_s, 1e-9));
     ph.prefill_s += one.prefill_s, ph.decode_s += one.decode_s;
     ph.decode_steps += one.decode_steps, ph.decode_tokens += one.decode_tokens;
+    ph.read_bytes += one.read_bytes, ph.read_s += one.read_s;
+    ph.read_best_gbps = std::max(ph.read_best_gbps, one.read_best_gbps);
   }
   const double prefill_s = ph.prefill_s, decode_s = ph.decode_s;
   const int64_t decode_steps = ph.decode_steps, decode_tokens = ph.decode_tokens;
@@ -216,6 +239,14 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
            decode_tps * flops_per_token / 1e9 / limits["fp32_gflops"].get<double>()}};
   (*out)["read_bandwidth_gbps_after_decode"] = gbps_after;
   (*out)["decode_fraction_of_bandwidth_after"] = step_bytes * steps_per_s / 1e9 / gbps_after;
+  if (a.interleave_bandwidth) {
+    // Mean over the passes between decode steps (bytes / seconds, like decode_gbps), and the
+    // best single pass.
+    const double mean = ph.read_bytes / 1e9 / std::max(ph.read_s, 1e-9);
+    (*out)["interleaved_read_bandwidth_gbps"] = mean;
+    (*out)["interleaved_read_bandwidth_best_gbps"] = ph.read_best_gbps;
+    (*out)["decode_fraction_of_interleaved_bandwidth"] = step_bytes * steps_per_s / 1e9 / mean;
+  }
   std::string peak = ComputePeakKey(*model);
   if (!(limits[peak].get<double>() > 0)) peak = "fp32_gflops";  // no bf16 / VNNI on this CPU
   const double peak_g = limits[peak].get<double>();
@@ -280,6 +311,10 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
   cmd->add_option("--max-num-batched-tokens", a->runtime.scheduler.max_num_batched_tokens,
                   "Step token budget")
       ->capture_default_str();
+  cmd->add_flag("--interleave-bandwidth", a->interleave_bandwidth,
+                "After every decode step, one timed pass of the read loop (1 GiB, not counted "
+                "as decode time): the bandwidth over the same seconds as decode, for hosts whose "
+                "bandwidth changes during a run");
   cmd->add_flag("--json", a->json, "Print JSON");
   AddKernelsFlag(cmd, &a->kernels);
   AddF16MatmulFlag(cmd, &a->f16_matmul);

@@ -471,14 +471,23 @@ TEST(Cli, BenchLimitsAndModelSmoke) {
   EXPECT_GT(j["total_tokens_per_s"].get<double>(), 0.0);
   EXPECT_EQ(j["f16_matmul"], "exact");
   EXPECT_EQ(j["compute_peak"], "fp32_gflops");  // an F32 model
-  r = RunPagoda("bench model --json --prompt-len 8 --gen-len 2 -r 2 --f16-matmul bf16 --model " +
-                Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")));
+  EXPECT_FALSE(j.contains("interleaved_read_bandwidth_gbps"));
+  r = RunPagoda(
+      "bench model --json --prompt-len 8 --gen-len 2 -r 2 --f16-matmul bf16 "
+      "--interleave-bandwidth --model " +
+      Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")));
   ASSERT_EQ(r.exit_code, 0);
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["f16_matmul"], "bf16");
   EXPECT_EQ(j["repetitions"], 2);
   EXPECT_EQ(j["decode_tokens_per_s_runs"].size(), 2u);
   EXPECT_EQ(j["decode_steps"].get<int>(), 2);  // 1 decode step per run (first token: prefill)
+  // One read pass per decode step: a mean and a best reading, and decode set against the mean.
+  const double mean = j["interleaved_read_bandwidth_gbps"].get<double>();
+  EXPECT_GT(mean, 0.0);
+  EXPECT_GE(j["interleaved_read_bandwidth_best_gbps"].get<double>(), mean);
+  EXPECT_NEAR(j["decode_fraction_of_interleaved_bandwidth"].get<double>(),
+              j["decode_gbps"].get<double>() / mean, 1e-9);
   EXPECT_NE(RunPagoda("bench model --json --f16-matmul fast --model x.gguf").exit_code, 0);
 }
 
