@@ -387,14 +387,14 @@ PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const Activations&
     const __m512 xd = _mm512_loadu_ps(a.xpd + (g * nb + b) * 16);
     PAGODA_UNROLL for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * ws + b * kQ8Bytes;
-      __m512i dot = start;
+      __m512i dot[2] = {start, _mm512_setzero_si512()};  // two chains of 4
       PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
         int32_t four;
         std::memcpy(&four, blk + 2 + 4 * k, 4);
         const __m512i wu = _mm512_xor_si512(_mm512_set1_epi32(four), bias);
-        dot = _mm512_dpbusd_epi32(dot, wu, xv[k]);
+        dot[k % 2] = _mm512_dpbusd_epi32(dot[k % 2], wu, xv[k]);
       }
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[0], dot[1])),
                                _mm512_mul_ps(xd, _mm512_set1_ps(Fp16Scale(blk))), acc[r]);
     }
   }
