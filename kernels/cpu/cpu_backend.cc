@@ -164,47 +164,31 @@ Status CpuBackend::ExecuteInArena(const StepBatch& b, std::span<float> logits) {
   PAGODA_RETURN_IF_ERROR(Validate(b, logits));
   PAGODA_RETURN_IF_ERROR(pool_.CopyBlocks(b.block_copies));
   const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  // A decode-only step takes the fused TKG path. A step with any prefill chunk runs every row,
+  // its decodes too, through the prefill path (flash paged attention takes q_len 1 sequences
+  // with cached context), so each weight is read once per step instead of once per path.
+  const bool decode_only =
+      std::all_of(b.seqs.begin(), b.seqs.end(), [](const StepSequence& s) { return s.is_decode; });
   decode_seqs_.clear();
   prefill_seqs_.clear();
-  int32_t num_decode_rows = 0;
   for (const StepSequence& s : b.seqs) {
     for (int32_t i = 0; i < s.query_len; ++i) {
       positions_[s.query_start + i] = s.num_computed_tokens + i;
     }
-    AttnSeq a{s.query_start, s.query_len, s.num_computed_tokens, s.block_table};
-    if (s.is_decode) {
-      decode_seqs_.push_back(a);
-      num_decode_rows += s.query_len;
-    } else {
-      a.q_start -= num_decode_rows;  // prefill arrays start at the first prefill row
-      prefill_seqs_.push_back(a);
-    }
+    (decode_only ? decode_seqs_ : prefill_seqs_)
+        .push_back(AttnSeq{s.query_start, s.query_len, s.num_computed_tokens, s.block_table});
   }
-  if (num_decode_rows > 0 && num_decode_rows < n) MergeDecodesIntoPrefill(b);
-  num_decode_rows = decode_seqs_.empty() ? 0 : num_decode_rows;
   for (int64_t t = 0; t < n; ++t) {
     EmbeddingRow(weights_.token_embd, b.token_ids[t], x_.data() + t * config_.n_embd);
   }
   for (int layer = 0; layer < config_.n_layers; ++layer) {
-    if (num_decode_rows > 0) PAGODA_RETURN_IF_ERROR(DecodeAttention(layer, b, num_decode_rows));
-    if (num_decode_rows < n) PAGODA_RETURN_IF_ERROR(PrefillAttention(layer, b, num_decode_rows));
+    PAGODA_RETURN_IF_ERROR(decode_only ? DecodeAttention(layer, b, static_cast<int32_t>(n))
+                                       : PrefillAttention(layer, b));
     for (int64_t i = 0; i < n * config_.n_embd; ++i) x_[i] += attn_out_[i];
     Mlp(layer, n);
   }
   Logits(b, logits);
   return Status::Ok();
-}
-
-// A step with decodes and prefill chunks runs every row through the prefill path (flash paged
-// attention takes q_len 1 sequences with cached context too), so the QKV and output
-// projections read their weights once for the whole step instead of once per path.
-void CpuBackend::MergeDecodesIntoPrefill(const StepBatch& b) {
-  decode_seqs_.clear();
-  prefill_seqs_.clear();
-  for (const StepSequence& s : b.seqs) {
-    prefill_seqs_.push_back(
-        AttnSeq{s.query_start, s.query_len, s.num_computed_tokens, s.block_table});
-  }
 }
 
 Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) {
@@ -237,12 +221,11 @@ Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) 
   return AttentionBlockTkg(c, tw, args, tkg_);
 }
 
-Status CpuBackend::PrefillAttention(int layer, const StepBatch& b, int32_t first) {
+Status CpuBackend::PrefillAttention(int layer, const StepBatch& b) {
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
-  const int64_t n = static_cast<int64_t>(b.token_ids.size()) - first;
-  QkvRope(c, w, x_.data() + int64_t{first} * c.n_embd, n, positions_.data() + first, rope_inv_freq_,
-          scratch_);
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  QkvRope(c, w, x_.data(), n, positions_.data(), rope_inv_freq_, scratch_);
   const PagedKvView kv = LayerView(layer);
   // Attention uses the values the cache holds, so chunked and decode paths agree.
   kv::RoundTripRow(kv.dtype, kv.k_scale, scratch_.k.data(), n * c.kv_dim());
@@ -257,8 +240,8 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b, int32_t first
   a.sliding_window = c.sliding_window;
   a.out = std::span<float>(attn_.data(), n * c.q_dim());
   PAGODA_RETURN_IF_ERROR(FlashPagedAttention(a));
-  WriteKv(kv, scratch_.k.data(), scratch_.v.data(), b.slot_mapping.subspan(first, n));
-  MatMul(w.wo, attn_.data(), n, attn_out_.data() + int64_t{first} * c.n_embd);
+  WriteKv(kv, scratch_.k.data(), scratch_.v.data(), b.slot_mapping);
+  MatMul(w.wo, attn_.data(), n, attn_out_.data());
   return Status::Ok();
 }
 

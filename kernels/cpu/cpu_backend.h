@@ -51,10 +51,9 @@ class CpuBackend final : public Backend {
              TkgWorkspace workspace, const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;
   Status ExecuteInArena(const StepBatch& batch, std::span<float> logits);
-  void MergeDecodesIntoPrefill(const StepBatch& batch);
   PagedKvView LayerView(int layer);
   Status DecodeAttention(int layer, const StepBatch& batch, int32_t num_decode_rows);
-  Status PrefillAttention(int layer, const StepBatch& batch, int32_t first_row);
+  Status PrefillAttention(int layer, const StepBatch& batch);
   void Mlp(int layer, int64_t n);
   void Logits(const StepBatch& batch, std::span<float> logits);
 

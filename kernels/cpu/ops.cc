@@ -85,12 +85,6 @@ void LayerScratch::Reserve(const ModelConfig& c, int64_t n) {
 }
 
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
-             const int32_t* positions, LayerScratch& s) {
-  const std::vector<double> inv_freq = RopeInvFreq(c);
-  QkvRope(c, w, x, n, positions, inv_freq, s);
-}
-
-void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
              const int32_t* positions, std::span<const double> rope_inv_freq, LayerScratch& s) {
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);

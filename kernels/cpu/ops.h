@@ -56,9 +56,6 @@ struct LayerScratch {
 //   s.k / s.v [n][n_kv_heads][head_dim].
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
              const int32_t* positions, std::span<const double> rope_inv_freq, LayerScratch& s);
-// As above, computing RopeInvFreq(c) on each call.
-void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
-             const int32_t* positions, LayerScratch& s);
 
 // The MLP sublayer with its residual: x += Wdown(silu(Wgate h) * Wup h), h = RmsNorm(x) * ffn_norm.
 void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n, LayerScratch& s);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cpu/kv_convert.h"
+#include "kernels/cpu/matmul.h"
 #include "model/tensor_types.h"
 
 namespace pagoda::cpu {
@@ -107,20 +108,14 @@ __attribute__((target("avx2,f16c"))) void F16RowToF32F16c(const uint16_t* src, f
   for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
 }
 
-bool HasF16c() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  }();
-  return has;
-}
 #endif
 
 }  // namespace
 
 void F16RowToF32(const uint16_t* src, float* dst, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (HasF16c()) return F16RowToF32F16c(src, dst, n);
+  // The matmul dispatch's one CPU detection (its kAvx2 includes F16C).
+  if (mm::BestSimdLevel() >= mm::SimdLevel::kAvx2) return F16RowToF32F16c(src, dst, n);
 #endif
   for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
 }
