@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 namespace pagoda {
@@ -44,6 +45,20 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
+}
+
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return NotFound(path + ": cannot open");
+  const std::streamoff size = in.tellg();
+  if (size < 0) return DataLoss(path + ": cannot determine the size");
+  if (static_cast<uint64_t>(size) > max_bytes) {
+    return ResourceExhausted(path + ": " + std::to_string(size) + " bytes, over the limit");
+  }
+  std::string s(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(s.data(), size)) return DataLoss(path + ": read failed");
+  return s;
 }
 
 }  // namespace pagoda

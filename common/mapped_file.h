@@ -1,5 +1,6 @@
 // MappedFile: a read-only mmap of a whole regular file, unmapped when the object dies.
 // Model readers (GGUF, safetensors) parse straight out of it, so weights are never copied.
+// ReadSmallFile: a whole (JSON, template, ...) file read into a string, with a size limit.
 #pragma once
 
 #include <cstdint>
@@ -29,5 +30,9 @@ class MappedFile {
   void* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// Reads all of `path`. Errors: NOT_FOUND "<path>: cannot open", RESOURCE_EXHAUSTED when the
+// file is over `max_bytes`, DATA_LOSS when its size cannot be determined or the read fails.
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);
 
 }  // namespace pagoda

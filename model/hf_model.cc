@@ -2,11 +2,10 @@
 
 #include <sys/stat.h>
 
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/mapped_file.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/tokenizer/sentencepiece_model.h"
 #include "model/tokenizer/spm_tokenizer.h"
@@ -22,20 +21,6 @@ constexpr uint64_t kMaxJsonFileBytes = uint64_t{256} << 20;
 bool FileExists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return NotFound(path + ": cannot open");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return DataLoss(path + ": cannot determine the size");
-  if (static_cast<uint64_t>(size) > kMaxJsonFileBytes) {
-    return ResourceExhausted(path + ": " + std::to_string(size) + " bytes, over the limit");
-  }
-  std::string s(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(s.data(), size)) return DataLoss(path + ": read failed");
-  return s;
 }
 
 Result<Json> ParseJsonText(std::string_view text, const std::string& what) {
@@ -227,12 +212,11 @@ struct Binder {
                                         const std::vector<int64_t>& shape) const {
     const SafetensorsTensor* t = set.Find(name);
     if (!t) return InvalidArgument("tensor '" + name + "' is missing");
-    const std::string where = "tensor '" + name + "' (" + set.FileOf(name) + ")";
     if (t->shape != shape) {
       SafetensorsTensor want;
       want.shape = shape;
-      return InvalidArgument(where + ": shape " + t->ShapeString() + ", expected " +
-                             want.ShapeString());
+      return InvalidArgument("tensor '" + name + "' (" + set.FileOf(name) + "): shape " +
+                             t->ShapeString() + ", expected " + want.ShapeString());
     }
     Status st = t->CheckSupported();
     if (!st.ok()) return st.WithPrefix(set.FileOf(name));
@@ -240,7 +224,7 @@ struct Binder {
   }
 
   const uint8_t* Aligned(const SafetensorsTensor& t) const {
-    const size_t elem = t.type == GgmlType::kF32 ? 4 : 2;
+    const auto elem = static_cast<uintptr_t>(TypeTraits(*t.type).type_size);
     if (reinterpret_cast<uintptr_t>(t.data) % elem == 0) return t.data;
     copies->emplace_back(t.data, t.data + t.nbytes());
     return copies->back().data();
@@ -254,12 +238,7 @@ struct Binder {
   Result<std::vector<float>> Vector(const std::string& name, int64_t n) const {
     PAGODA_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name, {n}));
     std::vector<float> v(static_cast<size_t>(n));
-    if (*t->type == GgmlType::kF32) {
-      std::memcpy(v.data(), t->data, static_cast<size_t>(n) * 4);  // may be misaligned
-    } else {
-      std::vector<uint8_t> raw(t->data, t->data + t->nbytes());
-      DequantizeRow(*t->type, raw.data(), v.data(), n);
-    }
+    DequantizeRow(*t->type, t->data, v.data(), n);  // byte-wise reads: alignment does not matter
     return v;
   }
 };
@@ -291,18 +270,6 @@ Result<LayerWeights> BindHfLayer(const Binder& b, const ModelConfig& c, int laye
 
 // ---- tokenizer ----
 
-// A special-token entry of tokenizer_config.json: "text" or {"content": "text", ...}.
-std::string SpecialTokenText(const Json& cfg, const char* key) {
-  auto it = cfg.find(key);
-  if (it == cfg.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object()) {
-    auto c = it->find("content");
-    if (c != it->end() && c->is_string()) return c->get<std::string>();
-  }
-  return "";
-}
-
 std::string ChatTemplateFrom(const Json& cfg) {
   auto it = cfg.find("chat_template");
   if (it == cfg.end()) return "";
@@ -318,20 +285,17 @@ std::string ChatTemplateFrom(const Json& cfg) {
   return first;
 }
 
-int32_t FindToken(const std::vector<std::string>& tokens, const std::string& text) {
-  if (text.empty()) return -1;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] == text) return static_cast<int32_t>(i);
-  }
-  return -1;
+int32_t FindToken(const std::vector<std::string>& tokens, std::string_view text) {
+  return FindTokenId(
+      static_cast<int64_t>(tokens.size()), [&](int64_t id) { return tokens[id]; }, text);
 }
 
 // Overrides from tokenizer_config.json, then the model config's ids when still unset.
 template <typename Vocab>
 void ApplyTokenizerConfig(const Json& cfg, const std::vector<std::string>& tokens,
                           const ModelConfig& c, Vocab* v) {
-  const int32_t bos = FindToken(tokens, SpecialTokenText(cfg, "bos_token"));
-  const int32_t eos = FindToken(tokens, SpecialTokenText(cfg, "eos_token"));
+  const int32_t bos = FindToken(tokens, HfSpecialTokenText(cfg, "bos_token"));
+  const int32_t eos = FindToken(tokens, HfSpecialTokenText(cfg, "eos_token"));
   if (bos >= 0) v->bos_id = bos;
   if (eos >= 0) v->eos_id = eos;
   const auto n = static_cast<int32_t>(tokens.size());
@@ -347,7 +311,7 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const
   const std::string spm_path = dir + "/tokenizer.model";
   Status json_error = NotFound(dir + ": neither tokenizer.json nor tokenizer.model exists");
   if (FileExists(json_path)) {
-    PAGODA_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
+    PAGODA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(json_path, kMaxJsonFileBytes));
     auto vocab = BpeVocabFromTokenizerJson(text);
     if (vocab.ok()) {
       ApplyTokenizerConfig(tok_cfg, vocab->tokens, c, &vocab.value());
@@ -368,13 +332,13 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const
 // Reads an optional JSON file; an absent file gives an empty object.
 Result<Json> ReadOptionalJson(const std::string& path) {
   if (!FileExists(path)) return Json::object();
-  PAGODA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  PAGODA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxJsonFileBytes));
   return ParseJsonText(text, path);
 }
 
 Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  PAGODA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  PAGODA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxJsonFileBytes));
   auto config = HfConfigFromJson(text);
   if (!config.ok()) return config.status().WithPrefix(dir);
   const std::string gen_path = dir + "/generation_config.json";
@@ -384,6 +348,17 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string HfSpecialTokenText(const Json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) {
+    auto c = it->find("content");
+    if (c != it->end() && c->is_string()) return c->get<std::string>();
+  }
+  return "";
+}
 
 Result<ModelConfig> HfConfigFromJson(std::string_view text) {
   PAGODA_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "config.json"));
@@ -435,7 +410,8 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
   }
   model->chat_template = ChatTemplateFrom(tok_cfg);
   if (model->chat_template.empty() && FileExists(dir + "/chat_template.jinja")) {
-    PAGODA_ASSIGN_OR_RETURN(model->chat_template, ReadFile(dir + "/chat_template.jinja"));
+    PAGODA_ASSIGN_OR_RETURN(model->chat_template,
+                            ReadSmallFile(dir + "/chat_template.jinja", kMaxJsonFileBytes));
   }
   return model;
 }

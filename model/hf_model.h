@@ -7,9 +7,9 @@
 // intermediate_size, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, head_dim
 // (default hidden_size / heads; null allowed), tie_word_embeddings (default false),
 // bos_token_id / eos_token_id (int, list or null), rope_scaling (null, "default", "linear" or
-// "llama3", applied through RopeInvFreq; others are Unimplemented), sliding_window (Mistral, or Qwen with
-// use_sliding_window), hidden_act (must be silu), attention_bias / mlp_bias (must be false
-// for Llama / Mistral / Qwen3). HF checkpoints keep the RoPE halves layout, so rope_layout is
+// "llama3", applied through RopeInvFreq; others are Unimplemented), sliding_window (Mistral, or
+// Qwen with use_sliding_window), hidden_act (must be silu), attention_bias / mlp_bias (must be
+// false for Llama / Mistral / Qwen3). HF checkpoints keep the RoPE halves layout, so rope_layout is
 // kHalves whatever the architecture.
 //
 // Weights: model.embed_tokens.weight, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
@@ -26,7 +26,9 @@
 // have fewer tokens than the embedding has rows (padded vocabularies), never more.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -46,5 +48,20 @@ Result<ModelWeights> BindHfWeights(const SafetensorsSet& set, const ModelConfig&
 
 // Loads a Hugging Face model directory. Errors are prefixed with the file they concern.
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
+
+// A special-token entry of tokenizer_config.json (`key` = "bos_token", "pad_token", ...):
+// "text" or {"content": "text", ...}; "" when absent or of another form.
+std::string HfSpecialTokenText(const nlohmann::json& tokenizer_config, const char* key);
+
+// The id of the first of the `n` tokens whose piece(id) is exactly `text`; -1 when there is
+// none or `text` is empty.
+template <typename PieceFn>
+int32_t FindTokenId(int64_t n, const PieceFn& piece, std::string_view text) {
+  if (text.empty()) return -1;
+  for (int64_t id = 0; id < n; ++id) {
+    if (piece(id) == text) return static_cast<int32_t>(id);
+  }
+  return -1;
+}
 
 }  // namespace pagoda

@@ -23,15 +23,20 @@ Status ReadDim(const GgufFile& f, const std::string& key, int32_t* out, bool req
   return Status::Ok();
 }
 
+// Stores the value `v` of metadata `key` into *out, requiring 0 < v <= 1e12.
+Status SetPositiveFloat(const std::string& key, double v, float* out) {
+  if (!(v > 0.0) || v > 1e12) {
+    return InvalidArgument("metadata '" + key + "': " + std::to_string(v) +
+                           " (expected a positive number)");
+  }
+  *out = static_cast<float>(v);
+  return Status::Ok();
+}
+
 Status ReadOptionalFloat(const GgufFile& f, const std::string& key, float* out) {
   auto v = f.GetFloat(key);
   if (!v.ok()) return v.status().code() == StatusCode::kNotFound ? Status::Ok() : v.status();
-  if (!(*v > 0.0) || *v > 1e12) {
-    return InvalidArgument("metadata '" + key + "': " + std::to_string(*v) +
-                           " (expected a positive number)");
-  }
-  *out = static_cast<float>(*v);
-  return Status::Ok();
+  return SetPositiveFloat(key, *v, out);
 }
 
 Status ReadOptionalTokenId(const GgufFile& f, const std::string& key, int32_t* out) {
@@ -65,7 +70,7 @@ Status ReadScaleFactor(const GgufFile& f, const std::string& key, float* out) {
   auto v = f.GetFloat(key);
   if (!v.ok()) return v.status().code() == StatusCode::kNotFound ? Status::Ok() : v.status();
   if (*v == 0.0) return Status::Ok();
-  return ReadOptionalFloat(f, key, out);
+  return SetPositiveFloat(key, *v, out);
 }
 
 // rope_freqs.weight (llama.cpp's llama3 form): [rope_dim / 2] positive divisors.
@@ -137,15 +142,12 @@ std::vector<double> RopeInvFreq(const ModelConfig& c) {
   } else if (c.rope_scaling == RopeScaling::kLlama3 && c.rope_original_context > 0) {
     const double factor = c.rope_scaling_factor, lo = c.rope_low_freq_factor;
     const double hi = c.rope_high_freq_factor, orig = c.rope_original_context;
-    const double low_wavelen = orig / lo, high_wavelen = orig / hi;
     for (double& f : inv) {
-      const double wavelen = 2.0 * M_PI / f;
-      if (wavelen < high_wavelen) continue;
-      if (wavelen > low_wavelen) {
+      const Llama3RopeBand band = Llama3RopeBandOf(2.0 * M_PI / f, orig, lo, hi);
+      if (band.kind == Llama3RopeBand::kScale) {
         f /= factor;
-      } else {
-        const double smooth = (orig / wavelen - lo) / (hi - lo);
-        f = (1.0 - smooth) * f / factor + smooth * f;
+      } else if (band.kind == Llama3RopeBand::kSmooth) {
+        f = (1.0 - band.smooth) * f / factor + band.smooth * f;
       }
     }
   }

@@ -85,6 +85,22 @@ struct ModelConfig {
 // rope_scaling_factor for kLinear. Computed once per model by the forward paths.
 std::vector<double> RopeInvFreq(const ModelConfig& config);
 
+// The kLlama3 band of a frequency with wavelength `wavelen` (see RopeScaling), shared by
+// RopeInvFreq and make-model's rope_freqs.weight: kKeep when wavelen < orig / high, kScale (divide
+// by the factor) when wavelen > orig / low, else kSmooth with smooth = (orig / wavelen - low) /
+// (high - low). `Real` is the type high - low is taken in (float for make-model's float spec,
+// double for RopeInvFreq), so that both give exactly the values they always have.
+struct Llama3RopeBand {
+  enum Kind { kKeep, kScale, kSmooth } kind;
+  double smooth = 0.0;  // kSmooth only
+};
+template <typename Real>
+Llama3RopeBand Llama3RopeBandOf(double wavelen, double orig, Real low, Real high) {
+  if (wavelen < orig / high) return {Llama3RopeBand::kKeep, 0.0};
+  if (wavelen > orig / low) return {Llama3RopeBand::kScale, 0.0};
+  return {Llama3RopeBand::kSmooth, (orig / wavelen - low) / (high - low)};
+}
+
 // Reads the config from GGUF metadata (and the tensor table for what metadata may omit, and
 // rope_freqs.weight). RoPE scaling keys: {arch}.rope.scaling.type ("none" or "linear"; others
 // are Unimplemented), .factor, .original_context_length, the legacy {arch}.rope.scale_linear.

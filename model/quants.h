@@ -36,6 +36,8 @@
 
 namespace pagoda::quants {
 
+// Block geometry (also the Q4_0 / Q4_K / Q6_K rows of tensor_types.cc's type table, which
+// static_asserts that the sizes agree).
 constexpr int64_t kQK4_0 = 32;
 constexpr int64_t kQK_K = 256;
 constexpr int64_t kBlockBytesQ4_0 = 18;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -150,27 +149,7 @@ Status CheckTiling(std::vector<const SafetensorsTensor*> by_offset, uint64_t buf
   return Status::Ok();
 }
 
-Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return NotFound(path + ": cannot open");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return DataLoss(path + ": cannot determine the size");
-  if (static_cast<uint64_t>(size) > max_bytes) {
-    return ResourceExhausted(path + ": " + std::to_string(size) + " bytes, over the limit");
-  }
-  std::string s(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(s.data(), size)) return DataLoss(path + ": read failed");
-  return s;
-}
-
 }  // namespace
-
-int64_t SafetensorsTensor::num_elements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
 
 std::string SafetensorsTensor::ShapeString() const {
   std::string s = "[";
@@ -318,8 +297,12 @@ std::string SafetensorsSet::FileOf(std::string_view name) const {
   return it == where_.end() ? "" : file_names_[it->second];
 }
 
-Result<std::vector<uint8_t>> SerializeSafetensors(const std::vector<SafetensorsWriteTensor>& ts,
-                                                  const std::map<std::string, std::string>& meta) {
+namespace {
+
+// The 8-byte length and the JSON header (padded with spaces to a multiple of 8 bytes) of a
+// safetensors image holding `ts` in order. Errors as SerializeSafetensors.
+Result<std::string> SafetensorsHeader(const std::vector<SafetensorsWriteTensor>& ts,
+                                      const std::map<std::string, std::string>& meta) {
   Json header = Json::object();
   if (!meta.empty()) header["__metadata__"] = meta;
   uint64_t offset = 0;
@@ -339,21 +322,36 @@ Result<std::vector<uint8_t>> SerializeSafetensors(const std::vector<SafetensorsW
   }
   std::string text = header.dump();
   while (text.size() % 8 != 0) text.push_back(' ');
-  std::vector<uint8_t> out(8 + text.size());
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = (text.size() >> (8 * i)) & 0xff;
-  std::memcpy(out.data() + 8, text.data(), text.size());
-  out.reserve(out.size() + offset);
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) {
+    out[static_cast<size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  }
+  return out + text;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> SerializeSafetensors(const std::vector<SafetensorsWriteTensor>& ts,
+                                                  const std::map<std::string, std::string>& meta) {
+  PAGODA_ASSIGN_OR_RETURN(std::string header, SafetensorsHeader(ts, meta));
+  std::vector<uint8_t> out(header.begin(), header.end());
+  size_t data_bytes = 0;
+  for (const auto& t : ts) data_bytes += t.data.size();
+  out.reserve(out.size() + data_bytes);
   for (const auto& t : ts) out.insert(out.end(), t.data.begin(), t.data.end());
   return out;
 }
 
 Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsWriteTensor>& ts,
                         const std::map<std::string, std::string>& meta) {
-  PAGODA_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, SerializeSafetensors(ts, meta));
+  PAGODA_ASSIGN_OR_RETURN(std::string header, SafetensorsHeader(ts, meta));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return NotFound(path + ": cannot create");
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (const auto& t : ts) {
+    out.write(reinterpret_cast<const char*>(t.data.data()),
+              static_cast<std::streamsize>(t.data.size()));
+  }
   if (!out.flush()) return DataLoss(path + ": write failed");
   return Status::Ok();
 }

@@ -45,7 +45,6 @@ struct SafetensorsTensor {
   uint64_t begin = 0, end = 0;    // data_offsets, relative to the data buffer
   const uint8_t* data = nullptr;  // points into the mapping
   uint64_t nbytes() const { return end - begin; }
-  int64_t num_elements() const;
   std::string ShapeString() const;  // "[rows, cols]"
   // OK when `type` is set, else Unimplemented naming the tensor and dtype.
   Status CheckSupported() const;
@@ -64,7 +63,6 @@ class SafetensorsFile {
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }  // in name order
   const SafetensorsTensor* Find(std::string_view name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
-  uint64_t file_size() const { return bytes_.size(); }
 
  private:
   SafetensorsFile() = default;
@@ -111,6 +109,7 @@ struct SafetensorsWriteTensor {
 // in the given order). Errors: a byte size that does not match shape x dtype, duplicate names.
 Result<std::vector<uint8_t>> SerializeSafetensors(const std::vector<SafetensorsWriteTensor>& ts,
                                                   const std::map<std::string, std::string>& meta);
+// Writes the same bytes to `path`: the header, then each tensor's data in turn.
 Status WriteSafetensors(const std::string& path, const std::vector<SafetensorsWriteTensor>& ts,
                         const std::map<std::string, std::string>& meta = {});
 

@@ -13,31 +13,42 @@ namespace pagoda {
 namespace {
 
 constexpr int64_t kQK8_0 = 32;
-constexpr int64_t kQK4_0 = 32;
-constexpr int64_t kQK_K = 256;
+using quants::kQK4_0;
+using quants::kQK_K;
 
 constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
-    {GgmlType::kF32, "F32", 1, 4, true},
-    {GgmlType::kF16, "F16", 1, 2, true},
-    {GgmlType::kQ4_0, "Q4_0", kQK4_0, 2 + kQK4_0 / 2, true},
-    {GgmlType::kQ4_1, "Q4_1", 32, 4 + 16, false},
-    {GgmlType::kQ5_0, "Q5_0", 32, 2 + 4 + 16, false},
-    {GgmlType::kQ5_1, "Q5_1", 32, 4 + 4 + 16, false},
-    {GgmlType::kQ8_0, "Q8_0", kQK8_0, 2 + kQK8_0, true},
-    {GgmlType::kQ8_1, "Q8_1", 32, 4 + 32, false},
-    {GgmlType::kQ2_K, "Q2_K", kQK_K, 2 * 2 + kQK_K / 16 + kQK_K / 4, false},
-    {GgmlType::kQ3_K, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, false},
-    {GgmlType::kQ4_K, "Q4_K", kQK_K, 2 * 2 + 12 + kQK_K / 2, true},
-    {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, false},
-    {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, true},
-    {GgmlType::kQ8_K, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false},
-    {GgmlType::kI8, "I8", 1, 1, false},
-    {GgmlType::kI16, "I16", 1, 2, false},
-    {GgmlType::kI32, "I32", 1, 4, false},
-    {GgmlType::kI64, "I64", 1, 8, false},
-    {GgmlType::kF64, "F64", 1, 8, false},
-    {GgmlType::kBF16, "BF16", 1, 2, true},
+    {GgmlType::kF32, "F32", 1, 4, true, true},
+    {GgmlType::kF16, "F16", 1, 2, true, true},
+    {GgmlType::kQ4_0, "Q4_0", kQK4_0, 2 + kQK4_0 / 2, true, true},
+    {GgmlType::kQ4_1, "Q4_1", 32, 4 + 16, false, false},
+    {GgmlType::kQ5_0, "Q5_0", 32, 2 + 4 + 16, false, false},
+    {GgmlType::kQ5_1, "Q5_1", 32, 4 + 4 + 16, false, false},
+    {GgmlType::kQ8_0, "Q8_0", kQK8_0, 2 + kQK8_0, true, true},
+    {GgmlType::kQ8_1, "Q8_1", 32, 4 + 32, false, false},
+    {GgmlType::kQ2_K, "Q2_K", kQK_K, 2 * 2 + kQK_K / 16 + kQK_K / 4, false, false},
+    {GgmlType::kQ3_K, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, false, false},
+    {GgmlType::kQ4_K, "Q4_K", kQK_K, 2 * 2 + 12 + kQK_K / 2, true, true},
+    {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, false, false},
+    {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, true, true},
+    {GgmlType::kQ8_K, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false, false},
+    {GgmlType::kI8, "I8", 1, 1, false, false},
+    {GgmlType::kI16, "I16", 1, 2, false, false},
+    {GgmlType::kI32, "I32", 1, 4, false, false},
+    {GgmlType::kI64, "I64", 1, 8, false, false},
+    {GgmlType::kF64, "F64", 1, 8, false, false},
+    {GgmlType::kBF16, "BF16", 1, 2, true, true},
 }};
+
+constexpr const GgmlTypeTraits& ConstTraits(GgmlType type) {
+  for (const auto& t : kTraits) {
+    if (t.type == type) return t;
+  }
+  return kTraits[0];  // unreachable for valid enum values
+}
+// The block layouts of model/quants.h.
+static_assert(ConstTraits(GgmlType::kQ4_0).type_size == quants::kBlockBytesQ4_0);
+static_assert(ConstTraits(GgmlType::kQ4_K).type_size == quants::kBlockBytesQ4_K);
+static_assert(ConstTraits(GgmlType::kQ6_K).type_size == quants::kBlockBytesQ6_K);
 
 }  // namespace
 
@@ -48,12 +59,7 @@ std::optional<GgmlTypeTraits> GetTypeTraits(uint32_t raw_type) {
   return std::nullopt;
 }
 
-const GgmlTypeTraits& TypeTraits(GgmlType type) {
-  for (const auto& t : kTraits) {
-    if (t.type == type) return t;
-  }
-  return kTraits[0];  // unreachable for valid enum values
-}
+const GgmlTypeTraits& TypeTraits(GgmlType type) { return ConstTraits(type); }
 
 const char* TypeName(GgmlType type) { return TypeTraits(type).name; }
 
@@ -200,20 +206,7 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
   throw std::logic_error(std::string("DequantizeRow: unsupported type ") + TypeName(type));
 }
 
-bool CanQuantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
-}
+bool CanQuantize(GgmlType type) { return TypeTraits(type).can_quantize; }
 
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
   auto* bytes = static_cast<uint8_t*>(dst);

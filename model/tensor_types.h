@@ -41,7 +41,8 @@ struct GgmlTypeTraits {
   const char* name;
   int64_t block_size;   // elements per block
   int64_t type_size;    // bytes per block
-  bool can_dequantize;  // Pagoda has a dequantizer (and so can compute with it)
+  bool can_dequantize;  // Pagoda has a dequantizer (and so can compute with it): DequantizeRow
+  bool can_quantize;    // Pagoda has a quantizer: QuantizeRow, CanQuantize
 };
 
 // Traits for a raw type id read from a file; nullopt if the id is not a known GGML type.
@@ -70,6 +71,7 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 // Quantizes one row of n floats into `dst` (RowBytes(type, n) bytes). Supports F32, F16, BF16,
 // Q8_0, Q4_0, Q4_K and Q6_K (ggml's reference quantizers; see model/quants.h).
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
+// TypeTraits(type).can_quantize: whether QuantizeRow supports `type`.
 bool CanQuantize(GgmlType type);
 
 }  // namespace pagoda

@@ -197,10 +197,7 @@ Status Engine::Step() {
   const SchedulerOutput out = scheduler_.Schedule();
   for (Sequence* seq : out.preempted) {
     SampleState* s = samples_by_seq_[seq->seq_id];
-    if (s->seq.sample_index == 0) {
-      ++s->request->times.num_preemptions;
-      s->request->times.preempted.push_back(EngineClock::now());
-    }
+    if (s->seq.sample_index == 0) ++s->request->times.num_preemptions;
   }
   Status st = out.empty() ? Status::Ok() : RunStep(out);
   UpdateStats();

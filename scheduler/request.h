@@ -54,7 +54,6 @@ struct Usage {
 struct RequestTimes {
   EngineClock::time_point arrival, first_scheduled, first_token, finished;
   std::vector<EngineClock::time_point> token_times;  // one per generated token of sample 0
-  std::vector<EngineClock::time_point> preempted;  // each preemption of sample 0
   int32_t num_preemptions = 0;
 };
 

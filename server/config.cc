@@ -273,13 +273,22 @@ bool StringValid(const Field& f, std::string_view s) {
   }
 }
 
+// "path[i]", the key of item `i` of a kIdList field.
+std::string ItemKey(const Field& f, size_t i) {
+  return std::string(f.path) + "[" + std::to_string(i) + "]";
+}
+
+// "path[i]: expected a program id (a non-empty string), got GOT".
+std::string ExpectedProgramId(const Field& f, size_t i, const std::string& got) {
+  return ItemKey(f, i) + ": expected a program id (a non-empty string), got " + got;
+}
+
 // The error of item `i` of a kIdList value ("path[i]: ..."): empty, or equal to an earlier item.
 std::optional<std::string> ListItemError(const Field& f, const std::vector<std::string>& list,
                                          size_t i) {
-  const std::string key = std::string(f.path) + "[" + std::to_string(i) + "]";
-  if (list[i].empty()) return key + ": expected a program id (a non-empty string), got \"\"";
+  if (list[i].empty()) return ExpectedProgramId(f, i, "\"\"");
   if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i) {
-    return key + ": duplicate program id " + Quote(list[i]);
+    return ItemKey(f, i) + ": duplicate program id " + Quote(list[i]);
   }
   return std::nullopt;
 }
@@ -316,22 +325,24 @@ std::optional<bool> ParseBool(const std::string& text) {
 }
 
 // Sets a kIdList field from a YAML sequence of scalars (null = empty). On error the config is
-// unchanged, the message is returned and `*mark` is moved to the offending item.
+// unchanged, the message is returned and `*mark` (if `mark` is not null) is moved to the
+// offending item.
 std::optional<std::string> SetListFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node,
                                            YAML::Mark* mark) {
   std::vector<std::string> list;
   if (!node.IsNull() && !node.IsSequence()) return Expected(f, Describe(node));
   for (size_t i = 0; node.IsSequence() && i < node.size(); ++i) {
     const YAML::Node item = node[i];
+    std::optional<std::string> error;
     if (!item.IsScalar()) {
-      *mark = item.Mark();
-      return std::string(f.path) + "[" + std::to_string(i) +
-             "]: expected a program id (a non-empty string), got " + Describe(item);
+      error = ExpectedProgramId(f, i, Describe(item));
+    } else {
+      list.push_back(item.Scalar());
+      error = ListItemError(f, list, i);
     }
-    list.push_back(item.Scalar());
-    if (std::optional<std::string> e = ListItemError(f, list, i)) {
-      *mark = item.Mark();
-      return e;
+    if (error) {
+      if (mark != nullptr) *mark = item.Mark();
+      return error;
     }
   }
   *std::get<std::vector<std::string>*>(f.get(c)) = std::move(list);
@@ -343,10 +354,7 @@ std::optional<std::string> SetListFromNode(const Field& f, PagodaConfig& c, cons
 // `mark` (may be null) is moved to the offending list item, if it is one.
 std::optional<std::string> SetFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node,
                                        YAML::Mark* mark = nullptr) {
-  if (f.kind == Kind::kIdList) {
-    YAML::Mark ignored;
-    return SetListFromNode(f, c, node, mark != nullptr ? mark : &ignored);
-  }
+  if (f.kind == Kind::kIdList) return SetListFromNode(f, c, node, mark);
   if (!node.IsScalar() && !node.IsNull()) return Expected(f, Describe(node));
   const std::string text = node.IsNull() ? "" : node.Scalar();
   const FieldPtr p = f.get(c);

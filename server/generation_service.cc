@@ -246,22 +246,32 @@ grpc::Status Admit(ServingContext& ctx, grpc::CallbackServerContext* call) {
   return grpc::Status::OK;
 }
 
-// Renders a conversation with the model's chat template (or the configured override) and
-// tokenizes it; the template's end-of-turn token becomes a stop token.
+void ResolveChatTemplate(std::string_view name, ServingContext* ctx) {
+  ctx->end_of_turn_id = -1;
+  if (name.empty() && ctx->model->chat_template.empty()) {
+    ctx->chat_template =
+        InvalidArgument("messages: the model has no chat template (set model.chat_template)");
+    return;
+  }
+  Result<ChatTemplateKind> kind =
+      name.empty() ? DetectChatTemplate(ctx->model->chat_template) : ParseChatTemplateName(name);
+  if (!kind.ok()) {
+    ctx->chat_template = kind.status().WithPrefix("messages");
+    return;
+  }
+  ctx->chat_template = *kind;
+  const auto eot = ctx->model->tokenizer->Encode(EndOfTurnToken(*kind), false);
+  if (eot.size() == 1) ctx->end_of_turn_id = eot[0];
+}
+
+// Renders a conversation with the resolved chat template and tokenizes it; the template's
+// end-of-turn token becomes a stop token.
 Status BuildChatPrompt(const ServingContext& ctx, const v1::ChatMessages& chat, Request* r) {
   if (chat.messages().empty()) return InvalidArgument("messages: empty");
+  if (!ctx.chat_template.ok()) return ctx.chat_template.status();
   std::vector<ChatMessage> messages;
   for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
-  Result<ChatTemplateKind> kind = InvalidArgument("unset");
-  if (!ctx.chat_template.empty()) {
-    kind = ParseChatTemplateName(ctx.chat_template);
-  } else if (ctx.model->chat_template.empty()) {
-    return InvalidArgument("messages: the model has no chat template (set model.chat_template)");
-  } else {
-    kind = DetectChatTemplate(ctx.model->chat_template);
-  }
-  if (!kind.ok()) return kind.status().WithPrefix("messages");
-  PAGODA_ASSIGN_OR_RETURN(std::string text, RenderChat(*kind, messages, true));
+  PAGODA_ASSIGN_OR_RETURN(std::string text, RenderChat(*ctx.chat_template, messages, true));
   const Tokenizer& tok = *ctx.model->tokenizer;
   bool add_bos = tok.add_bos_by_default();
   if (tok.bos_id() >= 0) {  // a rendered BOS string becomes the BOS token
@@ -272,8 +282,7 @@ Status BuildChatPrompt(const ServingContext& ctx, const v1::ChatMessages& chat, 
     }
   }
   r->prompt_token_ids = tok.Encode(text, add_bos);
-  const auto eot = tok.Encode(EndOfTurnToken(*kind), false);
-  if (eot.size() == 1) r->stopping.stop_token_ids.push_back(eot[0]);
+  if (ctx.end_of_turn_id >= 0) r->stopping.stop_token_ids.push_back(ctx.end_of_turn_id);
   return Status::Ok();
 }
 

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "model/chat_template.h"
 #include "model/model.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "scheduler/engine.h"
@@ -30,12 +32,20 @@ struct ServingContext {
   int32_t num_blocks = 0;
   int32_t max_tokens_limit = 0;  // 0: the context length
   std::string bearer_token;      // empty: no auth
-  std::string chat_template;     // model.chat_template override ("" = from the model)
+  // The chat template of `messages` requests and the id of its end-of-turn token (-1 when that
+  // is not a single token), resolved once by ResolveChatTemplate; an error here is what every
+  // `messages` request answers.
+  Result<ChatTemplateKind> chat_template = InvalidArgument("messages: no chat template resolved");
+  int32_t end_of_turn_id = -1;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_request_id{0};
 };
 
 grpc::Status ToGrpcStatus(const Status& status);
+
+// Sets ctx->chat_template and ctx->end_of_turn_id for ctx->model: from `name`
+// (model.chat_template) or, when it is "", detected from the model's own template.
+void ResolveChatTemplate(std::string_view name, ServingContext* ctx);
 
 // Builds the engine Request from the wire request; errors name the field.
 Result<Request> BuildRequest(ServingContext& ctx, const v1::GenerateRequest& req);

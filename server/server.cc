@@ -144,7 +144,7 @@ Status Prepare(const PagodaConfig& cfg, Serving& s) {
   s.ctx.block_size = caps.block_size;
   s.ctx.num_blocks = caps.num_blocks;
   s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
-  s.ctx.chat_template = cfg.model.chat_template;
+  ResolveChatTemplate(cfg.model.chat_template, &s.ctx);
   PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
   return Status::Ok();
 }

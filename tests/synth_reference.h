@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@
 #include "tests/test_data.h"
 
 namespace pagoda::testing {
+
+// Loads the model at `path`; on failure ADD_FAILURE with the status and returns null.
+inline std::unique_ptr<Model> LoadModelOrFail(const std::string& path) {
+  auto m = LoadModel(path);
+  EXPECT_TRUE(m.ok()) << path << ": " << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
 
 // Max |a - b| and rms over the pairs added.
 struct LogitDiff {

@@ -39,20 +39,25 @@ struct Samples {
 
 double Secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p / 100.0 * (v.size() - 1) + 0.5));
-  return v[i];
+// The p-th percentile (nearest rank) of `sorted`, ascending and non-empty.
+double Percentile(const std::vector<double>& sorted, double p) {
+  const size_t i =
+      std::min(sorted.size() - 1, static_cast<size_t>(p / 100.0 * (sorted.size() - 1) + 0.5));
+  return sorted[i];
 }
 
 json Stats(const std::vector<double>& v) {
+  if (v.empty()) {
+    return {{"mean", 0.0}, {"p50", 0.0}, {"p90", 0.0}, {"p99", 0.0}, {"count", size_t{0}}};
+  }
   double sum = 0;
   for (double x : v) sum += x;
-  return {{"mean", v.empty() ? 0 : sum / v.size()},
-          {"p50", Percentile(v, 50)},
-          {"p90", Percentile(v, 90)},
-          {"p99", Percentile(v, 99)},
+  std::vector<double> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  return {{"mean", sum / v.size()},
+          {"p50", Percentile(sorted, 50)},
+          {"p90", Percentile(sorted, 90)},
+          {"p99", Percentile(sorted, 99)},
           {"count", v.size()}};
 }
 

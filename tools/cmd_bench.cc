@@ -53,8 +53,7 @@ struct ModelBenchArgs {
   RuntimeOptions runtime;
   bool json = false, quiet = false;
   bool interleave_bandwidth = false;  // a read-loop pass after every decode step
-  std::string kernels;
-  std::string f16_matmul;
+  KernelFlags kernel_flags;
 };
 
 // What a token's forward reads and computes through the weight matrices (the LM head and every
@@ -314,15 +313,13 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
                 "as decode time): the bandwidth over the same seconds as decode, for hosts whose "
                 "bandwidth changes during a run");
   cmd->add_flag("--json", a->json, "Print JSON");
-  AddKernelsFlag(cmd, &a->kernels);
-  AddF16MatmulFlag(cmd, &a->f16_matmul);
+  AddKernelFlags(cmd, &a->kernel_flags);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
-    if (!ApplyKernelsFlag(a->kernels)) {
+    if (!ApplyKernelFlags(a->kernel_flags)) {
       *exit_code = 2;
       return;
     }
-    ApplyF16MatmulFlag(a->f16_matmul);
     json out;
     const Status st = RunModelBench(*a, &out);
     if (!st.ok()) {

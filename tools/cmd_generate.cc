@@ -27,9 +27,8 @@ struct GenerateArgs {
   bool json = false;
   RuntimeOptions runtime;
   int32_t prefill_chunk = 0;
-  std::string server;   // non-empty: send to a running `pagoda serve`
-  std::string kernels;  // --kernels
-  std::string f16_matmul;
+  std::string server;        // non-empty: send to a running `pagoda serve`
+  KernelFlags kernel_flags;  // --kernels, --f16-matmul
   ClientOptions client;
 };
 
@@ -245,8 +244,7 @@ int RunRemote(const GenerateArgs& args) {
 
 int RunGenerate(const GenerateArgs& args) {
   if (!args.server.empty()) return RunRemote(args);
-  if (!ApplyKernelsFlag(args.kernels)) return 2;
-  ApplyF16MatmulFlag(args.f16_matmul);
+  if (!ApplyKernelFlags(args.kernel_flags)) return 2;
   if (args.model.empty()) {
     std::fprintf(stderr, "error: --model is required (or --server to use a running server)\n");
     return 2;
@@ -317,8 +315,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--ignore-eos", args->defaults.stopping.ignore_eos, "Do not stop at EOS");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   AddEngineFlags(cmd, *args);
-  AddKernelsFlag(cmd, &args->kernels);
-  AddF16MatmulFlag(cmd, &args->f16_matmul);
+  AddKernelFlags(cmd, &args->kernel_flags);
   cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/neuron/neuron_backend.h"
 #include "model/chat_template.h"
 #include "model/gguf.h"
+#include "model/hf_model.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "tools/commands.h"
@@ -84,11 +85,8 @@ Json RopeJson(const ModelConfig& c, bool gguf) {
 
 // The id of the token spelled exactly `text`, or -1.
 int32_t FindPiece(const Tokenizer& tok, std::string_view text) {
-  if (text.empty()) return -1;
-  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-    if (tok.Piece(id) == text) return id;
-  }
-  return -1;
+  return FindTokenId(
+      tok.vocab_size(), [&](int64_t id) { return tok.Piece(static_cast<int32_t>(id)); }, text);
 }
 
 Json TokenJson(const Tokenizer& tok, int32_t id) {
@@ -109,24 +107,19 @@ Json ReadJsonFile(const std::string& path) {
   return j.is_discarded() ? Json() : j;
 }
 
-// HF pad token: config.json pad_token_id, else tokenizer_config.json pad_token (text).
-int32_t HfPadId(const std::string& dir, const Tokenizer& tok) {
-  const Json cfg = ReadJsonFile(dir + "/config.json");
+// HF pad token: config.json (`cfg`) pad_token_id, else tokenizer_config.json pad_token (text).
+int32_t HfPadId(const Json& cfg, const std::string& dir, const Tokenizer& tok) {
   if (cfg.is_object() && cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
     return cfg["pad_token_id"].get<int32_t>();
   }
   const Json tc = ReadJsonFile(dir + "/tokenizer_config.json");
-  if (!tc.is_object() || !tc.contains("pad_token")) return -1;
-  const Json& p = tc["pad_token"];
-  if (p.is_string()) return FindPiece(tok, p.get<std::string>());
-  if (p.is_object() && p.contains("content") && p["content"].is_string()) {
-    return FindPiece(tok, p["content"].get<std::string>());
-  }
-  return -1;
+  if (!tc.is_object()) return -1;
+  return FindPiece(tok, HfSpecialTokenText(tc, "pad_token"));
 }
 
-// tokenizer, special_tokens and chat_template sections of a loaded model.
-void AddTokenizerSections(const Model& m, Json* j) {
+// tokenizer, special_tokens and chat_template sections of a loaded model (`hf_config`: an HF
+// model's config.json).
+void AddTokenizerSections(const Model& m, const Json& hf_config, Json* j) {
   const Tokenizer& tok = *m.tokenizer;
   (*j)["tokenizer"] = {{"type", std::string(tok.type_name())},
                        {"pre_tokenizer", std::string(tok.pre_tokenizer_name())},
@@ -139,8 +132,8 @@ void AddTokenizerSections(const Model& m, Json* j) {
     if (eot < 0) eot = FindPiece(tok, EndOfTurnToken(*k));
   }
   (*j)["chat_template"] = {{"kind", kind}, {"chars", m.chat_template.size()}};
-  const int32_t pad =
-      m.file ? GgufTokenId(*m.file, "tokenizer.ggml.padding_token_id") : HfPadId(m.path, tok);
+  const int32_t pad = m.file ? GgufTokenId(*m.file, "tokenizer.ggml.padding_token_id")
+                             : HfPadId(hf_config, m.path, tok);
   (*j)["special_tokens"] = {{"bos", TokenJson(tok, tok.bos_id())},
                             {"eos", TokenJson(tok, tok.eos_id())},
                             {"eot", TokenJson(tok, eot)},
@@ -148,28 +141,33 @@ void AddTokenizerSections(const Model& m, Json* j) {
                             {"unk", TokenJson(tok, tok.unk_id())}};
 }
 
-// Loads the model for the sections that need it; records the error otherwise.
-void AddModelSections(const std::string& path, bool gguf, Json* j) {
+// Loads the model for the sections that need it and returns it (`hf_config`: an HF model's
+// config.json, null for a GGUF); records the error and returns null otherwise.
+std::unique_ptr<Model> AddModelSections(const std::string& path, bool gguf, const Json& hf_config,
+                                        Json* j) {
   auto model = LoadModel(path);
   if (!model.ok()) {
     (*j)["error"] = model.status().ToString();
-    return;
+    return nullptr;
   }
   const ModelConfig& c = (*model)->config;
   (*j)["config"] = ConfigJson(c);
   (*j)["rope"] = RopeJson(c, gguf);
-  AddTokenizerSections(**model, j);
+  AddTokenizerSections(**model, hf_config, j);
+  return std::move(model).value();
 }
 
 Json InspectGguf(const std::string& path, const GgufFile& f, bool all_metadata) {
   Json j = {{"file", path}, {"format", "gguf"}};
   j["gguf_version"] = f.version();
   j["alignment"] = f.alignment();
-  if (auto config = ModelConfigFromGguf(f); config.ok()) {
-    j["config"] = ConfigJson(*config);
-    j["rope"] = RopeJson(*config, true);
+  if (!AddModelSections(path, true, Json(), &j)) {
+    // The config alone, when it parses, for a model that does not load.
+    if (auto config = ModelConfigFromGguf(f); config.ok()) {
+      j["config"] = ConfigJson(*config);
+      j["rope"] = RopeJson(*config, true);
+    }
   }
-  AddModelSections(path, true, &j);
   for (const auto& [key, value] : f.metadata()) {
     const bool big_array = value.type == GgufType::kArray && value.array_size() > 16;
     j["metadata"][key] =
@@ -191,16 +189,24 @@ Json InspectGguf(const std::string& path, const GgufFile& f, bool all_metadata) 
 
 Json InspectHf(const std::string& dir) {
   Json j = {{"file", dir}, {"format", "hf"}};
-  j["hf_config"] = ReadJsonFile(dir + "/config.json");
-  AddModelSections(dir, false, &j);
-  auto set = SafetensorsSet::OpenDir(dir);
-  if (!set.ok()) {
-    if (!j.contains("error")) j["error"] = set.status().ToString();
-    return j;
+  const Json hf_config = ReadJsonFile(dir + "/config.json");
+  j["hf_config"] = hf_config;
+  const std::unique_ptr<Model> model = AddModelSections(dir, false, hf_config, &j);
+  // The loaded model's shards, else the tensor table alone when it opens.
+  std::unique_ptr<SafetensorsSet> opened;
+  const SafetensorsSet* set = model ? model->safetensors.get() : nullptr;
+  if (!set) {
+    auto open = SafetensorsSet::OpenDir(dir);
+    if (!open.ok()) {
+      if (!j.contains("error")) j["error"] = open.status().ToString();
+      return j;
+    }
+    opened = std::move(open).value();
+    set = opened.get();
   }
   uint64_t total_bytes = 0;
   j["tensors"] = Json::array();
-  for (const SafetensorsTensor* t : (*set)->AllTensors()) {
+  for (const SafetensorsTensor* t : set->AllTensors()) {
     j["tensors"].push_back(
         {{"name", t->name}, {"type", t->dtype}, {"shape", t->shape}, {"bytes", t->nbytes()}});
     total_bytes += t->nbytes();

@@ -15,8 +15,7 @@ struct ServeArgs {
   std::vector<std::string> overrides;
   std::string model;
   bool print_config = false;
-  std::string kernels;
-  std::string f16_matmul;
+  KernelFlags kernel_flags;
 };
 
 int RunServe(const ServeArgs& args) {
@@ -43,8 +42,7 @@ int RunServe(const ServeArgs& args) {
     std::cout << DumpConfig(*config);
     return kExitOk;
   }
-  if (!ApplyKernelsFlag(args.kernels)) return kExitBadConfig;
-  ApplyF16MatmulFlag(args.f16_matmul);
+  if (!ApplyKernelFlags(args.kernel_flags)) return kExitBadConfig;
   return RunServer(*config);
 }
 
@@ -57,8 +55,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   cmd->add_option("--set", args->overrides, "Override a config key: key.path=value (repeatable)");
   cmd->add_option("--model,-m", args->model, "Model path (same as --set model.path=...)");
   cmd->add_flag("--print-config", args->print_config, "Print the effective config and exit");
-  AddKernelsFlag(cmd, &args->kernels);
-  AddF16MatmulFlag(cmd, &args->f16_matmul);
+  AddKernelFlags(cmd, &args->kernel_flags);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

@@ -7,34 +7,29 @@
 
 namespace pagoda::cli {
 
-void AddKernelsFlag(CLI::App* cmd, std::string* level) {
-  cmd->add_option("--kernels", *level,
+void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
+  cmd->add_option("--kernels", flags->kernels,
                   "Cap the CPU kernel level: portable | avx2 | avx512 | avx512vnni | avx512bf16 "
                   "| auto (default: the best this CPU has)");
-}
-
-bool ApplyKernelsFlag(const std::string& level) {
-  if (level.empty()) return true;
-  if (!cpu::mm::ParseSimdLevel(level)) {
-    std::fprintf(stderr,
-                 "error: --kernels: '%s' (expected portable, avx2, avx512, avx512vnni, "
-                 "avx512bf16 or auto)\n",
-                 level.c_str());
-    return false;
-  }
-  ::setenv("PAGODA_KERNELS", level.c_str(), 1);
-  return true;
-}
-
-void AddF16MatmulFlag(CLI::App* cmd, std::string* mode) {
-  cmd->add_option("--f16-matmul", *mode,
+  cmd->add_option("--f16-matmul", flags->f16_matmul,
                   "F16 weights in batches: exact (fp32 products, default) | bf16 (faster "
                   "prefill on AVX512-BF16, weights and activations rounded to bf16)")
       ->check(CLI::IsMember({"exact", "bf16"}));
 }
 
-bool ApplyF16MatmulFlag(const std::string& mode) {
-  if (!mode.empty()) ::setenv("PAGODA_F16_MATMUL", mode.c_str(), 1);
+bool ApplyKernelFlags(const KernelFlags& flags) {
+  const std::string& level = flags.kernels;
+  if (!level.empty()) {
+    if (!cpu::mm::ParseSimdLevel(level)) {
+      std::fprintf(stderr,
+                   "error: --kernels: '%s' (expected portable, avx2, avx512, avx512vnni, "
+                   "avx512bf16 or auto)\n",
+                   level.c_str());
+      return false;
+    }
+    ::setenv("PAGODA_KERNELS", level.c_str(), 1);
+  }
+  if (!flags.f16_matmul.empty()) ::setenv("PAGODA_F16_MATMUL", flags.f16_matmul.c_str(), 1);
   return true;
 }
 

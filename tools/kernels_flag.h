@@ -1,7 +1,10 @@
-// `--kernels LEVEL` for the commands that compute (generate, serve, bench model): caps the SIMD
-// level of the CPU kernels (portable | avx2 | avx512 | avx512vnni | avx512bf16 | auto) so every
-// level can be exercised on one machine. It sets PAGODA_KERNELS, which the kernels read once
-// at their first use; the effective level is logged.
+// The CPU kernel flags of the commands that compute (generate, serve, bench model):
+//   --kernels LEVEL caps the SIMD level of the CPU kernels (portable | avx2 | avx512 |
+//     avx512vnni | avx512bf16 | auto) so every level can be exercised on one machine. It sets
+//     PAGODA_KERNELS, which the kernels read once at their first use; the effective level is
+//     logged.
+//   --f16-matmul exact|bf16: bf16 lets F16 weights take the bf16 batch path (faster prefill,
+//     bf16 rounding; see kernels/cpu/matmul.h DefaultF16ViaBf16). Sets PAGODA_F16_MATMUL.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,14 +12,15 @@
 
 namespace pagoda::cli {
 
-void AddKernelsFlag(CLI::App* cmd, std::string* level);
-// Validates and applies the flag (no-op when empty). Returns false (after printing why) on a
-// bad value.
-bool ApplyKernelsFlag(const std::string& level);
-// `--f16-matmul exact|bf16`: bf16 lets F16 weights take the bf16 batch path (faster prefill,
-// bf16 rounding; see kernels/cpu/matmul.h DefaultF16ViaBf16). Sets PAGODA_F16_MATMUL.
-void AddF16MatmulFlag(CLI::App* cmd, std::string* mode);
-bool ApplyF16MatmulFlag(const std::string& mode);
+// The flags' values; empty: not given.
+struct KernelFlags {
+  std::string kernels, f16_matmul;
+};
+
+void AddKernelFlags(CLI::App* cmd, KernelFlags* flags);
+// Validates and applies the flags (no-op for the empty ones). Returns false (after printing
+// why) on a bad --kernels value.
+bool ApplyKernelFlags(const KernelFlags& flags);
 // "avx512vnni" etc.: the level the matmul kernels will use.
 const char* EffectiveKernelLevel();
 

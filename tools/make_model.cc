@@ -143,12 +143,11 @@ void WriteVocab(const VocabSource& v, GgufWriter& w) {
   w.AddBool("tokenizer.ggml.add_eos_token", false);
 }
 
+// general.file_type of a float dtype (quantized dtypes take QuantMixFileType of their mix).
 uint32_t FileType(GgmlType t) {
   switch (t) {
     case GgmlType::kF16:
       return 1;
-    case GgmlType::kQ8_0:
-      return 7;
     case GgmlType::kBF16:
       return 32;
     default:
@@ -252,19 +251,17 @@ Result<ModelShape> ResolveShape(const MakeModelOptions& o) {
 std::vector<float> Llama3FreqFactors(const RopeScalingSpec& r, float theta, int32_t dim,
                                      int32_t context) {
   const double orig = r.original_context > 0 ? r.original_context : context;
-  const double low_wavelen = orig / r.low_freq_factor, high_wavelen = orig / r.high_freq_factor;
   std::vector<float> factors;
   for (int32_t i = 0; i < dim / 2; ++i) {
     const double freq = 1.0 / std::pow(static_cast<double>(theta), 2.0 * i / dim);
-    const double wavelen = 2.0 * M_PI / freq;
-    if (wavelen < high_wavelen) {
+    const Llama3RopeBand band =
+        Llama3RopeBandOf(2.0 * M_PI / freq, orig, r.low_freq_factor, r.high_freq_factor);
+    if (band.kind == Llama3RopeBand::kKeep) {
       factors.push_back(1.0f);
-    } else if (wavelen > low_wavelen) {
+    } else if (band.kind == Llama3RopeBand::kScale) {
       factors.push_back(r.factor);
     } else {
-      const double smooth =
-          (orig / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
-      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / r.factor + smooth)));
+      factors.push_back(static_cast<float>(1.0 / ((1.0 - band.smooth) / r.factor + band.smooth)));
     }
   }
   return factors;
@@ -487,7 +484,7 @@ Result<SafetensorsWriteTensor> HfTensor(const GgufTensor& t, const std::string& 
   SafetensorsWriteTensor out;
   out.name = hf_name;
   if (t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) {
-    out.dtype = t.type == GgmlType::kF32 ? "F32" : (t.type == GgmlType::kF16 ? "F16" : "BF16");
+    out.dtype = TypeName(t.type);
   } else {
     return Unimplemented("tensor '" + t.name + "': type " + TypeName(t.type) +
                          " cannot be written to safetensors (expected f32, f16 or bf16)");
@@ -601,33 +598,17 @@ Result<nlohmann::json> HfConfigJson(const ModelConfig& c, const RopeScalingSpec&
   return j;
 }
 
-Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& p) {
-  if (o.dtype != GgmlType::kF32 && o.dtype != GgmlType::kF16 && o.dtype != GgmlType::kBF16) {
-    return InvalidArgument(std::string("--dtype: ") + TypeName(o.dtype) +
-                           " cannot be written to safetensors (expected f32, f16 or bf16)");
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(o.output, ec);
-  if (ec) return NotFound("--output " + o.output + ": cannot create directory: " + ec.message());
-  MakeModelOptions g = o;
-  g.format = "gguf";
-  g.output = o.output + "/.make-model.tmp.gguf";
-  PAGODA_RETURN_IF_ERROR(MakeModel(g, p));
-  auto gguf = GgufFile::Open(g.output);
-  Status st = gguf.ok() ? GgufToHfDirectory(**gguf, o.output, o.rope_scaling) : gguf.status();
-  std::filesystem::remove(g.output, ec);
-  PAGODA_RETURN_IF_ERROR(st);
-  if (!o.vocab_from.empty() && !GgufFile::Open(o.vocab_from).ok()) {  // a tokenizer.model
-    std::filesystem::copy_file(o.vocab_from, o.output + "/tokenizer.model",
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return NotFound("--vocab-from " + o.vocab_from + ": cannot copy: " + ec.message());
-  }
-  return Status::Ok();
+// Whether `path` starts with the GGUF magic.
+bool HasGgufMagic(const std::string& path) {
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
 }
 
-}  // namespace
-
-Status GgufToHfDirectory(const GgufFile& f, const std::string& dir, const RopeScalingSpec& llama3) {
+// GgufToHfDirectory, with tokenizer.model copied from `tokenizer_model_from` (a SentencePiece
+// model file) instead of built from the GGUF's vocabulary when that is not empty.
+Status WriteHfDirectory(const GgufFile& f, const std::string& dir, const RopeScalingSpec& llama3,
+                        const std::string& tokenizer_model_from) {
   PAGODA_ASSIGN_OR_RETURN(ModelConfig c, ModelConfigFromGguf(f));
   if (c.rope_dim != c.head_dim) {
     return Unimplemented("only GGUFs with full-head RoPE can be converted to safetensors");
@@ -643,18 +624,58 @@ Status GgufToHfDirectory(const GgufFile& f, const std::string& dir, const RopeSc
   PAGODA_ASSIGN_OR_RETURN(auto tensors, HfTensors(f, c));
   PAGODA_RETURN_IF_ERROR(WriteSafetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}}));
   PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/config.json", config_json.dump(2)));
-  PAGODA_ASSIGN_OR_RETURN(std::string spm, SentencePieceFromGguf(f));
-  PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/tokenizer.model", spm));
+  if (tokenizer_model_from.empty()) {
+    PAGODA_ASSIGN_OR_RETURN(std::string spm, SentencePieceFromGguf(f));
+    PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/tokenizer.model", spm));
+  }
   const GgufValue* toks = f.FindArray("tokenizer.ggml.tokens");
   auto piece = [&](int32_t id) {
-    return id >= 0 && static_cast<size_t>(id) < toks->arr_str.size() ? toks->arr_str[id] : "";
+    return toks && id >= 0 && static_cast<size_t>(id) < toks->arr_str.size() ? toks->arr_str[id]
+                                                                             : "";
   };
   auto add_bos = f.GetBool("tokenizer.ggml.add_bos_token");
   nlohmann::json tc = {{"add_bos_token", add_bos.ok() ? *add_bos : true},
                        {"bos_token", piece(c.bos_id)},
                        {"eos_token", piece(c.eos_id)}};
   if (auto t = f.GetString("tokenizer.chat_template"); t.ok()) tc["chat_template"] = *t;
-  return WriteTextFile(dir + "/tokenizer_config.json", tc.dump(2));
+  PAGODA_RETURN_IF_ERROR(WriteTextFile(dir + "/tokenizer_config.json", tc.dump(2)));
+  if (tokenizer_model_from.empty()) return Status::Ok();
+  std::error_code ec;
+  std::filesystem::copy_file(tokenizer_model_from, dir + "/tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) {
+    return NotFound("--vocab-from " + tokenizer_model_from + ": cannot copy: " + ec.message());
+  }
+  return Status::Ok();
+}
+
+Status MakeHfModel(const MakeModelOptions& o, const std::function<void(int64_t, int64_t)>& p) {
+  if (o.dtype != GgmlType::kF32 && o.dtype != GgmlType::kF16 && o.dtype != GgmlType::kBF16) {
+    return InvalidArgument(std::string("--dtype: ") + TypeName(o.dtype) +
+                           " cannot be written to safetensors (expected f32, f16 or bf16)");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.output, ec);
+  if (ec) return NotFound("--output " + o.output + ": cannot create directory: " + ec.message());
+  MakeModelOptions g = o;
+  g.format = "gguf";
+  g.output = o.output + "/.make-model.tmp.gguf";
+  PAGODA_RETURN_IF_ERROR(MakeModel(g, p));
+  // MakeModel read --vocab-from as a GGUF or else as a tokenizer.model (a protobuf, which cannot
+  // start with "GGUF"); a tokenizer.model is copied verbatim.
+  const std::string spm_from =
+      !o.vocab_from.empty() && !HasGgufMagic(o.vocab_from) ? o.vocab_from : "";
+  auto gguf = GgufFile::Open(g.output);
+  Status st =
+      gguf.ok() ? WriteHfDirectory(**gguf, o.output, o.rope_scaling, spm_from) : gguf.status();
+  std::filesystem::remove(g.output, ec);
+  return st;
+}
+
+}  // namespace
+
+Status GgufToHfDirectory(const GgufFile& f, const std::string& dir, const RopeScalingSpec& llama3) {
+  return WriteHfDirectory(f, dir, llama3, "");
 }
 
 }  // namespace pagoda

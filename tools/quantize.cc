@@ -13,14 +13,9 @@
 namespace pagoda {
 namespace {
 
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Layer index of "blk.N.*", or -1.
 int LayerOf(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
+  if (!name.starts_with("blk.")) return -1;
   int layer = 0;
   size_t i = 4;
   if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
@@ -43,7 +38,7 @@ GgmlType MixWeightType(QuantMix mix, const std::string& name, const MixContext& 
       name == "output.weight" || (!ctx.has_output && name == "token_embd.weight");
   if (is_output) return GgmlType::kQ6_K;
   if (mix == QuantMix::kQ4_0) return GgmlType::kQ4_0;
-  const bool sensitive = EndsWith(name, ".attn_v.weight") || EndsWith(name, ".ffn_down.weight");
+  const bool sensitive = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
   const int layer = LayerOf(name);
   if (sensitive && layer >= 0 && UseMoreBits(layer, ctx.n_layers)) return GgmlType::kQ6_K;
   return GgmlType::kQ4_K;
@@ -145,17 +140,8 @@ bool UseMoreBits(int layer, int n_layers) {
 
 GgmlType TensorTypeForMix(QuantMix mix, const std::string& name, const std::vector<int64_t>& ne,
                           const MixContext& ctx) {
-  if (ne.size() < 2 || !EndsWith(name, "weight")) return GgmlType::kF32;
+  if (ne.size() < 2 || !name.ends_with("weight")) return GgmlType::kF32;
   return WithFallback(MixWeightType(mix, name, ctx), ne[0]);
-}
-
-std::vector<uint8_t> QuantizeMatrix(GgmlType type, const float* src, int64_t rows, int64_t cols) {
-  const int64_t row_bytes = *RowBytes(type, cols);
-  std::vector<uint8_t> out(static_cast<size_t>(rows * row_bytes));
-  tbb::parallel_for(int64_t{0}, rows, [&](int64_t r) {
-    QuantizeRow(type, src + r * cols, out.data() + r * row_bytes, cols);
-  });
-  return out;
 }
 
 Result<QuantizeReport> QuantizeGguf(

@@ -50,9 +50,6 @@ struct MixContext {
 GgmlType TensorTypeForMix(QuantMix mix, const std::string& name, const std::vector<int64_t>& ne,
                           const MixContext& ctx);
 
-// Quantizes rows x cols floats (row-major, `src`) into `type`, in parallel.
-std::vector<uint8_t> QuantizeMatrix(GgmlType type, const float* src, int64_t rows, int64_t cols);
-
 struct QuantizedTensor {
   std::string name;
   std::vector<int64_t> ne;

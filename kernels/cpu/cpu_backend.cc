@@ -6,6 +6,7 @@
 #include "kernels/cpu/flash_paged_attention.h"
 #include "kernels/cpu/kv_convert.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/step_batch_check.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -127,31 +128,9 @@ Status CpuBackend::Validate(const StepBatch& b, std::span<float> logits) const {
       return InvalidArgument("token_ids: " + std::to_string(id) + " is outside the vocabulary");
     }
   }
-  int32_t next_row = 0, logit_rows = 0;
-  bool seen_prefill = false;
-  for (const StepSequence& s : b.seqs) {
-    if (s.query_start != next_row || s.query_len < 1 || s.num_computed_tokens < 0) {
-      return InvalidArgument("seqs: rows must be contiguous, ascending and non-empty");
-    }
-    if (s.is_decode && seen_prefill) return InvalidArgument("seqs: decodes must come first");
-    seen_prefill |= !s.is_decode;
-    const int64_t end = int64_t{s.num_computed_tokens} + s.query_len;
-    if (end > config_.context_length) return OutOfRange("seqs: past the model's context length");
-    const int64_t bs = caps_.block_size;
-    if (static_cast<int64_t>(s.block_table.size()) * bs < end) {
-      return InvalidArgument("seqs: block_table does not cover the sequence's positions");
-    }
-    for (int32_t blk : s.block_table) {
-      if (blk >= caps_.num_blocks) return InvalidArgument("seqs: block id past the pool");
-    }
-    next_row += s.query_len;
-    logit_rows += s.needs_logits ? 1 : 0;
-  }
-  if (next_row != static_cast<int32_t>(n)) return InvalidArgument("seqs: do not cover token_ids");
-  if (logits.size() != static_cast<size_t>(logit_rows) * config_.vocab_size) {
-    return InvalidArgument("logits: expected " + std::to_string(logit_rows) + " rows");
-  }
-  return Status::Ok();
+  return ValidateStepSequences(
+      b, logits.size(), caps_, config_.vocab_size, config_.context_length,
+      [](int64_t) { return OutOfRange("seqs: past the model's context length"); });
 }
 
 Status CpuBackend::Execute(const StepBatch& b, std::span<float> logits) {

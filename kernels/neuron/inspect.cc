@@ -8,10 +8,7 @@ namespace pagoda {
 
 Status InspectNeuronManifest(const std::string& path, std::ostream& out) {
   PAGODA_ASSIGN_OR_RETURN(neuron::NeuronManifest m, neuron::LoadManifest(path));
-  if (neuron::MaxContextBlocks(m.programs) == 0) {
-    return FailedPrecondition("neuron backend: manifest " + path +
-                              ": needs at least one prefill and one decode program");
-  }
+  PAGODA_RETURN_IF_ERROR(neuron::CheckHasBothPhases(m));
   out << path << ": " << neuron::kManifestFormat << ", target " << m.target << ", lnc " << m.lnc
       << (m.compiler.empty() ? "" : ", " + m.compiler) << "\n";
   out << "model: " << m.arch << ", " << m.n_layers << " layers, vocab " << m.vocab << ", "

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kernels/neuron/bucketing.h"
+
 namespace pagoda::neuron {
 namespace {
 
@@ -183,6 +185,11 @@ Status CheckLnc(const NeuronManifest& m, int32_t configured) {
                             " was compiled for lnc " + std::to_string(m.lnc) +
                             " (recompile with -lnc " + std::to_string(configured) +
                             ", or set neuron.logical_nc_config: " + std::to_string(m.lnc) + ")");
+}
+
+Status CheckHasBothPhases(const NeuronManifest& m) {
+  if (MaxContextBlocks(m.programs) > 0) return Status::Ok();
+  return Bad(m.path, "needs at least one prefill and one decode program");
 }
 
 std::string LayerTensorName(const std::string& tmpl, int layer) {

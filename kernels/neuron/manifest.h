@@ -68,6 +68,8 @@ Result<NeuronManifest> LoadManifest(const std::string& path);
 // FAILED_PRECONDITION naming both values.
 Status CheckManifestAgainstModel(const NeuronManifest& m, const ModelConfig& model);
 Status CheckLnc(const NeuronManifest& m, int32_t configured_lnc);
+// FAILED_PRECONDITION unless the manifest has at least one prefill and one decode program.
+Status CheckHasBothPhases(const NeuronManifest& m);
 
 std::string LayerTensorName(const std::string& tmpl, int layer);
 

@@ -9,6 +9,7 @@
 
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/nrt_status.h"
+#include "kernels/step_batch_check.h"
 
 namespace pagoda::neuron {
 namespace {
@@ -41,36 +42,14 @@ Status NeuronBackend::Validate(const StepBatch& b, std::span<float> logits) cons
   if (n == 0 || b.slot_mapping.size() != n || b.seqs.empty()) {
     return InvalidArgument("neuron backend: empty batch or slot_mapping size differs");
   }
-  int32_t next = 0, rows = 0;
-  bool seen_prefill = false;
-  for (const StepSequence& s : b.seqs) {
-    if (s.query_start != next || s.query_len < 1 || s.num_computed_tokens < 0) {
-      return InvalidArgument("seqs: rows must be contiguous, ascending and non-empty");
-    }
-    if (s.is_decode && seen_prefill) return InvalidArgument("seqs: decodes must come first");
-    seen_prefill |= !s.is_decode;
-    const int64_t end = int64_t{s.num_computed_tokens} + s.query_len;
-    if (end > caps_.max_model_len) {
-      return OutOfRange("seqs: " + std::to_string(end) + " tokens exceed the largest bucket (" +
-                        std::to_string(caps_.max_model_len) + ")");
-    }
-    if (static_cast<int64_t>(s.block_table.size()) * caps_.block_size < end) {
-      return InvalidArgument("seqs: block_table does not cover the sequence's positions");
-    }
-    for (int32_t blk : s.block_table) {
-      if (blk >= caps_.num_blocks) return InvalidArgument("seqs: block id past the pool");
-    }
-    next += s.query_len;
-    rows += s.needs_logits ? 1 : 0;
-  }
   for (int32_t id : b.token_ids) {
     if (id < 0 || id >= manifest_.vocab) return InvalidArgument("token_ids: outside the vocab");
   }
-  if (next != static_cast<int32_t>(n)) return InvalidArgument("seqs: do not cover token_ids");
-  if (logits.size() != static_cast<size_t>(rows) * manifest_.vocab) {
-    return InvalidArgument("logits: expected " + std::to_string(rows) + " rows");
-  }
-  return Status::Ok();
+  return ValidateStepSequences(
+      b, logits.size(), caps_, manifest_.vocab, caps_.max_model_len, [&](int64_t end) {
+        return OutOfRange("seqs: " + std::to_string(end) + " tokens exceed the largest bucket (" +
+                          std::to_string(caps_.max_model_len) + ")");
+      });
 }
 
 Status NeuronBackend::Execute(const StepBatch& b, std::span<float> logits) {
@@ -86,11 +65,11 @@ Status NeuronBackend::Execute(const StepBatch& b, std::span<float> logits) {
     while (end < b.seqs.size() && b.seqs[end].is_decode && b.seqs[end].query_len == 1) {
       const StepSequence& s = b.seqs[end];
       const int32_t need = std::max(blocks, CeilDiv(s.num_computed_tokens + 1, caps_.block_size));
-      if (MaxDecodeSeqs(specs_, need) < static_cast<int32_t>(end - first + 1)) break;
+      if (MaxDecodeSeqs(manifest_.programs, need) < static_cast<int32_t>(end - first + 1)) break;
       blocks = need;
       ++end;
     }
-    PAGODA_RETURN_IF_ERROR(RunDecodes(b, first, end, out));
+    PAGODA_RETURN_IF_ERROR(RunDecodes(b, first, end, blocks, out));
     first = end;
   }
   for (size_t i = first; i < b.seqs.size(); ++i) {
@@ -100,8 +79,7 @@ Status NeuronBackend::Execute(const StepBatch& b, std::span<float> logits) {
 }
 
 Status NeuronBackend::CopyBlocks(std::span<const BlockCopy> copies) {
-  const size_t bb = static_cast<size_t>(manifest_.n_kv_heads) * manifest_.block_size *
-                    manifest_.head_dim * DtypeSize(*ParseDtype(manifest_.kv_dtype));
+  const size_t bb = kv_block_bytes_;
   for (const BlockCopy& c : copies) {
     for (nrt_tensor_t* t : kv_) {
       PAGODA_RETURN_IF_ERROR(
@@ -120,18 +98,15 @@ void NeuronBackend::ResetStaging(const Program& p) {
   std::fill_n(ctx_.begin(), rows, 0);
 }
 
-Status NeuronBackend::RunDecodes(const StepBatch& b, size_t first, size_t end, float*& out) {
+Status NeuronBackend::RunDecodes(const StepBatch& b, size_t first, size_t end, int32_t ctx_blocks,
+                                 float*& out) {
   const int32_t n = static_cast<int32_t>(end - first);
-  int32_t blocks = 1;
-  for (size_t i = first; i < end; ++i) {
-    blocks = std::max(blocks, CeilDiv(b.seqs[i].num_computed_tokens + 1, caps_.block_size));
-  }
-  const int idx = PickDecodeProgram(specs_, n, blocks);
+  const int idx = PickDecodeProgram(manifest_.programs, n, ctx_blocks);
   if (idx < 0) return Internal("neuron backend: no decode program for the step");
   Program& p = programs_[idx];
   ResetStaging(p);
   const int32_t width = p.spec.max_ctx_blocks;
-  int32_t logit_rows = 0;
+  int32_t logit_rows = 0, wanted = 0;
   for (int32_t r = 0; r < n; ++r) {
     const StepSequence& s = b.seqs[first + r];
     ids_[r] = b.token_ids[s.query_start];
@@ -141,14 +116,21 @@ Status NeuronBackend::RunDecodes(const StepBatch& b, size_t first, size_t end, f
     const size_t w = std::min<size_t>(s.block_table.size(), width);
     std::copy_n(s.block_table.begin(), w, table_.begin() + static_cast<size_t>(r) * width);
     logit_rows = s.needs_logits ? r + 1 : logit_rows;
+    wanted += s.needs_logits ? 1 : 0;
+  }
+  const size_t vocab = static_cast<size_t>(manifest_.vocab);
+  if (wanted == logit_rows) {  // rows [0, logit_rows) all wanted: read straight into `out`
+    PAGODA_RETURN_IF_ERROR(RunProgram(p, logit_rows, out));
+    out += static_cast<size_t>(logit_rows) * vocab;
+    return Status::Ok();
   }
   // Rows are read densely up to the last wanted one; rows not wanted are skipped after.
   std::vector<float>& tmp = decode_logits_;
-  tmp.resize(static_cast<size_t>(logit_rows) * manifest_.vocab);
+  tmp.resize(static_cast<size_t>(logit_rows) * vocab);
   PAGODA_RETURN_IF_ERROR(RunProgram(p, logit_rows, tmp.data()));
   for (int32_t r = 0; r < logit_rows; ++r) {
     if (!b.seqs[first + r].needs_logits) continue;
-    out = std::copy_n(tmp.begin() + static_cast<size_t>(r) * manifest_.vocab, manifest_.vocab, out);
+    out = std::copy_n(tmp.begin() + static_cast<size_t>(r) * vocab, vocab, out);
   }
   return Status::Ok();
 }
@@ -156,11 +138,11 @@ Status NeuronBackend::RunDecodes(const StepBatch& b, size_t first, size_t end, f
 Status NeuronBackend::RunPrefill(const StepBatch& b, const StepSequence& s, float*& out) {
   const int32_t end = s.num_computed_tokens + s.query_len;
   const int32_t blocks = CeilDiv(end, caps_.block_size);
-  const int32_t piece_max = MaxPrefillTokens(specs_, blocks);
+  const int32_t piece_max = MaxPrefillTokens(manifest_.programs, blocks);
   if (piece_max < 1) return Internal("neuron backend: no prefill program for the step");
   for (int32_t off = 0; off < s.query_len; off += piece_max) {
     const int32_t len = std::min(piece_max, s.query_len - off);
-    const int idx = PickPrefillProgram(specs_, len, blocks);
+    const int idx = PickPrefillProgram(manifest_.programs, len, blocks);
     Program& p = programs_[idx];
     ResetStaging(p);
     for (int32_t i = 0; i < len; ++i) {
@@ -187,10 +169,12 @@ Status NeuronBackend::RunProgram(Program& p, int32_t logit_rows, float* out) {
                                                    {slots_.data(), t},
                                                    {table_.data(), table},
                                                    {ctx_.data(), rows}};
+  // The error labels are built only on failure (Check is OK for kNrtSuccess alone).
   for (int role = kIds; role <= kCtx; ++role) {
-    PAGODA_RETURN_IF_ERROR(
-        Check(api_.tensor_write(p.io[role], inputs[role].first, 0, inputs[role].second),
-              "nrt_tensor_write(" + p.spec.id + "." + IoRoles()[role] + ")"));
+    const NRT_STATUS w = api_.tensor_write(p.io[role], inputs[role].first, 0, inputs[role].second);
+    if (w != kNrtSuccess) {
+      return Check(w, "nrt_tensor_write(" + p.spec.id + "." + IoRoles()[role] + ")");
+    }
   }
   NRT_STATUS st = api_.execute(p.model, p.inputs, p.outputs);
   for (int attempt = 1; st == kNrtQueueFull && attempt <= kMaxRetries; ++attempt) {
@@ -198,20 +182,11 @@ Status NeuronBackend::RunProgram(Program& p, int32_t logit_rows, float* out) {
     st = api_.execute(p.model, p.inputs, p.outputs);
   }
   ++num_executions_;
-  PAGODA_RETURN_IF_ERROR(Check(st, "nrt_execute(" + p.spec.id + ")"));
+  if (st != kNrtSuccess) return Check(st, "nrt_execute(" + p.spec.id + ")");
   const size_t bytes = static_cast<size_t>(logit_rows) * manifest_.vocab * sizeof(float);
   if (bytes == 0) return Status::Ok();
-  return Check(api_.tensor_read(p.io[kLogits], out, 0, bytes), "nrt_tensor_read(logits)");
-}
-
-Status NeuronBackend::ReadKv(int layer, bool v, std::vector<std::byte>* out) const {
-  nrt_tensor_t* t = kv_.at(static_cast<size_t>(layer) * 2 + (v ? 1 : 0));
-  const TensorSpec s = ExpectedTensors(manifest_, specs_.front())[IoRoles().size()];
-  out->resize(s.bytes());
-  if (api_.tensor_read(t, out->data(), 0, out->size()) != kNrtSuccess) {
-    return Internal("neuron backend: nrt_tensor_read(kv) failed");
-  }
-  return Status::Ok();
+  st = api_.tensor_read(p.io[kLogits], out, 0, bytes);
+  return st == kNrtSuccess ? Status::Ok() : Check(st, "nrt_tensor_read(logits)");
 }
 
 }  // namespace pagoda::neuron

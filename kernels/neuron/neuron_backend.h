@@ -62,8 +62,6 @@ class NeuronBackend final : public Backend {
   int32_t vocab_size() const override { return manifest_.vocab; }
 
   bool healthy() const override { return healthy_.load(); }
-  // Reads layer `layer`'s K (v=false) or V pool back to the host (tests, debugging).
-  Status ReadKv(int layer, bool v, std::vector<std::byte>* out) const;
   int64_t num_executions() const { return num_executions_; }
 
  private:
@@ -72,7 +70,7 @@ class NeuronBackend final : public Backend {
     nrt_model_t* model = nullptr;
     nrt_tensor_set_t* inputs = nullptr;
     nrt_tensor_set_t* outputs = nullptr;
-    std::vector<nrt_tensor_t*> io;  // by IoRoles() index
+    std::vector<nrt_tensor_t*> io;  // by IoRoles() index (owned)
   };
 
   NeuronBackend(neuron::LoadedNrt nrt, NeuronManifest manifest, const NeuronOptions& options);
@@ -84,7 +82,8 @@ class NeuronBackend final : public Backend {
   Status Check(NRT_STATUS s, const std::string& what);
   Status Validate(const StepBatch& b, std::span<float> logits) const;
   Status CopyBlocks(std::span<const BlockCopy> copies);
-  Status RunDecodes(const StepBatch& b, size_t first, size_t end, float*& out);
+  // Runs decode rows [first, end), whose contexts need `ctx_blocks` blocks.
+  Status RunDecodes(const StepBatch& b, size_t first, size_t end, int32_t ctx_blocks, float*& out);
   Status RunPrefill(const StepBatch& b, const StepSequence& s, float*& out);
   Status RunProgram(Program& p, int32_t logit_rows, float* out);
   void ResetStaging(const Program& p);
@@ -98,14 +97,13 @@ class NeuronBackend final : public Backend {
   bool initialized_ = false;
   std::atomic<bool> healthy_{true};  // written by the engine thread, read by any
   int64_t num_executions_ = 0;
-  std::vector<Program> programs_;
-  std::vector<ManifestProgram> specs_;  // programs_[i].spec, for the bucket choice
-  std::vector<nrt_tensor_t*> kv_;       // [layer * 2 + (v ? 1 : 0)]
+  std::vector<Program> programs_;  // programs_[i].spec == manifest_.programs[i]
+  std::vector<nrt_tensor_t*> kv_;  // [layer * 2 + (v ? 1 : 0)]
+  size_t kv_block_bytes_ = 0;      // one block of one K or V pool
   std::vector<nrt_tensor_t*> weights_;
-  std::vector<nrt_tensor_t*> io_tensors_;  // every per-program I/O tensor (owned)
   // Host staging, sized for the largest program (no per-step allocation).
   std::vector<int32_t> ids_, pos_, slots_, table_, ctx_;
-  std::vector<float> decode_logits_;
+  std::vector<float> decode_logits_;  // decode logits, when an unwanted row precedes a wanted one
 };
 
 }  // namespace neuron

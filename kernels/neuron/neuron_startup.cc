@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
+#include "common/mapped_file.h"
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/neuron_backend.h"
 #include "kernels/neuron/neuron_env.h"
@@ -36,10 +36,11 @@ std::string ResolvePath(const std::string& dir, const std::string& file) {
   return dir + "/" + file;
 }
 
-Result<std::vector<char>> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FailedPrecondition("neuron backend: cannot open " + path);
-  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+// Maps `path` read-only (NEFFs and weights are handed to the runtime without a copy).
+Result<MappedFile> MapFile(const std::string& path) {
+  Result<MappedFile> file = MappedFile::Open(path);
+  if (!file.ok()) return FailedPrecondition("neuron backend: cannot open " + path);
+  return file;
 }
 
 // Keeps only the programs named in `enable` (neuron.buckets.enable; empty = all), in its order.
@@ -90,10 +91,7 @@ Result<std::unique_ptr<NeuronBackend>> NeuronBackend::Create(const ModelConfig& 
   PAGODA_RETURN_IF_ERROR(CheckLnc(m, o.logical_nc_config));
   PAGODA_RETURN_IF_ERROR(CheckManifestAgainstModel(m, config));
   PAGODA_RETURN_IF_ERROR(FilterPrograms(m, o.buckets_enable));
-  if (MaxContextBlocks(m.programs) == 0) {
-    return FailedPrecondition("neuron backend: manifest " + m.path +
-                              ": needs at least one prefill and one decode program");
-  }
+  PAGODA_RETURN_IF_ERROR(CheckHasBothPhases(m));
   PAGODA_ASSIGN_OR_RETURN(LoadedNrt nrt, LoadNrt(o.runtime_library));
   spdlog::info("neuron backend: loaded {} (libnrt {})", nrt.path, nrt.version);
   PAGODA_RETURN_IF_ERROR(ExportEnv(o));
@@ -104,8 +102,8 @@ Result<std::unique_ptr<NeuronBackend>> NeuronBackend::Create(const ModelConfig& 
   b->caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
   b->caps_.block_size = b->manifest_.block_size;
   b->caps_.num_blocks = b->manifest_.num_blocks;
-  b->caps_.max_model_len =
-      std::min(config.context_length, MaxContextBlocks(b->specs_) * b->manifest_.block_size);
+  b->caps_.max_model_len = std::min(
+      config.context_length, MaxContextBlocks(b->manifest_.programs) * b->manifest_.block_size);
   return b;
 }
 
@@ -140,7 +138,8 @@ Status NeuronBackend::Init() {
 
 Status NeuronBackend::LoadProgram(const ManifestProgram& spec) {
   const std::string path = ResolvePath(manifest_.dir, spec.neff);
-  PAGODA_ASSIGN_OR_RETURN(std::vector<char> bytes, ReadFile(path));
+  PAGODA_ASSIGN_OR_RETURN(MappedFile neff, MapFile(path));
+  const std::span<const uint8_t> bytes = neff.bytes();
   PAGODA_ASSIGN_OR_RETURN(NeffHeader h, ParseNeffHeader(bytes.data(), bytes.size(), path));
   if (h.lnc_size != 0 && static_cast<int32_t>(h.lnc_size) != options_.logical_nc_config) {
     return FailedPrecondition("neuron backend: LNC mismatch: neuron.logical_nc_config is " +
@@ -156,7 +155,6 @@ Status NeuronBackend::LoadProgram(const ManifestProgram& spec) {
                   "neuron backend: nrt_load(" + path + ") failed: " + NrtStatusName(st, &api_));
   }
   programs_.push_back(std::move(p));
-  specs_.push_back(spec);
   nrt_tensor_info_array_t* info = nullptr;
   PAGODA_RETURN_IF_ERROR(Check(api_.get_model_tensor_info(programs_.back().model, &info),
                                "nrt_get_model_tensor_info(" + spec.id + ")"));
@@ -191,9 +189,12 @@ Status NeuronBackend::AllocateState() {
       PAGODA_RETURN_IF_ERROR(Check(api_.tensor_memset(kv_.back(), 0, 0, s.bytes()), "memset"));
     }
   }
+  kv_block_bytes_ = static_cast<size_t>(manifest_.n_kv_heads) * manifest_.block_size *
+                    manifest_.head_dim * DtypeSize(*ParseDtype(manifest_.kv_dtype));
   for (const ManifestWeight& w : manifest_.weights) {
     const std::string path = ResolvePath(manifest_.dir, w.file);
-    PAGODA_ASSIGN_OR_RETURN(std::vector<char> bytes, ReadFile(path));
+    PAGODA_ASSIGN_OR_RETURN(MappedFile file, MapFile(path));
+    const std::span<const uint8_t> bytes = file.bytes();
     const TensorSpec s{w.name, NRT_TENSOR_USAGE_INPUT, *ParseDtype(w.dtype), w.shape};
     if (bytes.size() != s.bytes()) {
       return FailedPrecondition("neuron backend: " + path + ": " + std::to_string(bytes.size()) +
@@ -217,7 +218,6 @@ Status NeuronBackend::BindProgram(Program& p) {
     nrt_tensor_t* t = nullptr;
     if (i < IoRoles().size()) {
       PAGODA_RETURN_IF_ERROR(Allocate(s.bytes(), p.spec.id + "." + s.name, &t));
-      io_tensors_.push_back(t);
       p.io.push_back(t);
     } else {
       const size_t state = i - IoRoles().size();
@@ -260,7 +260,12 @@ NeuronBackend::~NeuronBackend() {
     if (p.inputs != nullptr) api_.destroy_tensor_set(&p.inputs);
     if (p.outputs != nullptr) api_.destroy_tensor_set(&p.outputs);
   }
-  for (auto* list : {&io_tensors_, &weights_, &kv_}) {
+  for (Program& p : programs_) {
+    for (nrt_tensor_t*& t : p.io) {
+      if (t != nullptr) api_.tensor_free(&t);
+    }
+  }
+  for (auto* list : {&weights_, &kv_}) {
     for (nrt_tensor_t*& t : *list) {
       if (t != nullptr) api_.tensor_free(&t);
     }

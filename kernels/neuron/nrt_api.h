@@ -113,7 +113,7 @@ struct NrtApi {
   void (*destroy_tensor_set)(nrt_tensor_set_t**) = nullptr;
   NRT_STATUS (*add_tensor_to_tensor_set)(nrt_tensor_set_t*, const char*, nrt_tensor_t*) = nullptr;
   NRT_STATUS (*execute)(nrt_model_t*, const nrt_tensor_set_t*, nrt_tensor_set_t*) = nullptr;
-  NRT_STATUS (*tensor_allocate)
+  NRT_STATUS(*tensor_allocate)
   (nrt_tensor_placement_t, int, size_t, const char*, nrt_tensor_t**) = nullptr;
   void (*tensor_free)(nrt_tensor_t**) = nullptr;
   NRT_STATUS (*tensor_read)(const nrt_tensor_t*, void*, size_t, size_t) = nullptr;
@@ -127,8 +127,6 @@ struct NrtApi {
   NRT_STATUS (*get_visible_vnc_count)(uint32_t*) = nullptr;
   NRT_STATUS (*get_vnc_memory_stats)(uint32_t, nrt_vnc_memory_stats_t*, size_t, size_t*) = nullptr;
   const char* (*get_status_as_str)(NRT_STATUS) = nullptr;
-  void* tensor_write_batch = nullptr;  // resolved for logging only; not called in v1
-  void* load_collectives = nullptr;    // resolved for logging only; TP=1 in v1
 };
 
 }  // namespace pagoda::neuron

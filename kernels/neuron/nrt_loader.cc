@@ -40,8 +40,6 @@ std::string ResolveAll(void* h, NrtApi& a) {
   Resolve(h, "nrt_get_visible_vnc_count", a.get_visible_vnc_count);
   Resolve(h, "nrt_get_vnc_memory_stats", a.get_vnc_memory_stats);
   Resolve(h, "nrt_get_status_as_str", a.get_status_as_str);
-  a.tensor_write_batch = dlsym(h, "nrt_tensor_write_batch");
-  a.load_collectives = dlsym(h, "nrt_load_collectives");
   std::string missing;
   auto req = [&](const char* name, auto& fn) {
     Resolve(h, name, fn);

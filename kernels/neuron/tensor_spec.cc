@@ -89,7 +89,8 @@ std::vector<TensorSpec> ExpectedTensors(const NeuronManifest& m, const ManifestP
       {p.io.at("block_table"), in, NRT_DTYPE_INT32, {rows, uint32_t(p.max_ctx_blocks)}},
       {p.io.at("context_lens"), in, NRT_DTYPE_INT32, {rows}},
       {p.io.at("logits"), NRT_TENSOR_USAGE_OUTPUT, NRT_DTYPE_FLOAT32, {rows, uint32_t(m.vocab)}}};
-  const nrt_dtype_t kv = ParseDtype(m.kv_dtype).ok() ? *ParseDtype(m.kv_dtype) : NRT_DTYPE_UNKNOWN;
+  const Result<nrt_dtype_t> kv_dtype = ParseDtype(m.kv_dtype);
+  const nrt_dtype_t kv = kv_dtype.ok() ? *kv_dtype : NRT_DTYPE_UNKNOWN;
   const std::vector<uint32_t> kv_shape = {uint32_t(m.num_blocks), uint32_t(m.n_kv_heads),
                                           uint32_t(m.block_size), uint32_t(m.head_dim)};
   for (int l = 0; l < m.n_layers; ++l) {

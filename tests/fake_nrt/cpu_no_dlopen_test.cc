@@ -1,5 +1,6 @@
-// backend cpu never loads the Neuron runtime: after building and running a CPU runtime, the
-// fake libnrt is not mapped and its load marker was never written.
+// backend cpu never loads the Neuron runtime: after building and running a CPU runtime whose
+// neuron.runtime_library names the fake libnrt (so a stray LoadNrt would load it), the fake is
+// not mapped and its load marker was never written.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,8 @@ TEST(CpuBackendTest, NeverDlopensTheNeuronRuntime) {
   auto model = LoadModel(testing::SharedPath("models/aidreams260K/aidreams260K-f32.gguf"));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   RuntimeOptions o;
+  o.backend = "cpu";
+  o.neuron.runtime_library = FAKE_NRT_PATH;
   o.scheduler.max_num_seqs = 4;
   o.scheduler.max_num_batched_tokens = 64;
   auto rt = BuildRuntime(**model, o);

@@ -1,13 +1,12 @@
 // A fake libnrt.so.1 for tests (neuron-backend.md 6.2): the same C symbols as the real runtime,
 // declared from Pagoda's own kernels/neuron/nrt_api.h. Tensors live in host memory. nrt_load
 // accepts only fake NEFFs: a 1024-byte NEFF header whose name starts with "pagoda-fake:",
-// followed by a JSON program description. Program kinds:
-//   decoder_step_decode / decoder_step_prefill: run Pagoda's CPU model (CpuBackend) on the
-//     bound tensors, reading and writing the bound KV tensors;
-//   echo: copies input "x" to output "y".
+// followed by a JSON program description whose kind, decoder_step_decode or
+// decoder_step_prefill, runs Pagoda's CPU model (CpuBackend) on the bound tensors, reading and
+// writing the bound KV tensors.
 // Failure injection (read at every call): FAKE_NRT_FAIL="api:status[:nth][,...]" (nth is 1-based;
-// without it every call fails), FAKE_NRT_EXEC_DELAY_MS, FAKE_NRT_NAN_OUTPUT=1,
-// FAKE_NRT_VISIBLE_VNC=n, FAKE_NRT_MARKER=path (written when the library is loaded),
+// without it every call fails), FAKE_NRT_NAN_OUTPUT=1 (every execution's logits are NaN),
+// FAKE_NRT_MARKER=path (written when the library is loaded),
 // FAKE_NRT_STRICT=1 (abort on leaks at nrt_close or on concurrent nrt_execute).
 // Counters: fake_nrt_get_counters (in-process tests) and, with FAKE_NRT_COUNTERS=path, a JSON
 // file rewritten at every nrt_close and at process exit (for tests of another process, e.g.
@@ -192,8 +191,7 @@ NRT_STATUS nrt_get_version(nrt_version_t* v, size_t size) {
 const char* nrt_get_status_as_str(NRT_STATUS) { return nullptr; }  // names come from Pagoda
 
 NRT_STATUS nrt_get_visible_vnc_count(uint32_t* n) {
-  const char* e = std::getenv("FAKE_NRT_VISIBLE_VNC");
-  *n = e != nullptr ? static_cast<uint32_t>(std::atoi(e)) : 1;
+  *n = 1;
   return 0;
 }
 

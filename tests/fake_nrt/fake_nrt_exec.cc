@@ -1,5 +1,4 @@
 // The fake libnrt's program side: nrt_load (fake NEFFs only), tensor info, nrt_execute.
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -7,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
 #include "tests/fake_nrt/fake_nrt_internal.h"
@@ -68,9 +66,11 @@ NRT_STATUS nrt_load(const void* bytes, size_t size, int32_t, int32_t, nrt_model_
     return nn::kNrtInvalid;
   }
   const std::string kind = m->desc.value("kind", "");
-  if (kind.starts_with("decoder_step_")) {
-    if (NRT_STATUS s = BuildCpu(m.get()); s != 0) return s;
+  if (!kind.starts_with("decoder_step_")) {
+    std::fprintf(stderr, "fake_nrt: unknown program kind '%s'\n", kind.c_str());
+    return nn::kNrtInvalid;
   }
+  if (NRT_STATUS s = BuildCpu(m.get()); s != 0) return s;
   fake_nrt::CountProgramLoad(m->id);
   *out = m.release();
   fake_nrt::Count(fake_nrt::Event::kLoad);
@@ -232,18 +232,8 @@ extern "C" NRT_STATUS FAKE_NRT_EXECUTE(nrt_model_t* m, const nrt_tensor_set_t* i
   const auto& in = *static_cast<const TensorSet*>(in_set);
   const auto& out = *static_cast<const TensorSet*>(out_set);
   if (NRT_STATUS s = CheckBound(m, in, out); s != 0) return s;
-  if (const char* d = std::getenv("FAKE_NRT_EXEC_DELAY_MS")) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(d)));
-  }
-  const std::string kind = m->desc.at("kind");
-  NRT_STATUS st = 0;
   int real_rows = 0;
-  if (kind == "echo") {
-    out.at("y")->data = in.at("x")->data;
-    real_rows = 1;
-  } else {
-    st = RunDecoder(m, in, out, &real_rows);
-  }
+  const NRT_STATUS st = RunDecoder(m, in, out, &real_rows);
   fake_nrt::CountProgramExecute(m->id, st == 0 ? real_rows : 0);
   if (st == 0 && std::getenv("FAKE_NRT_NAN_OUTPUT") != nullptr) {
     const std::string logits = m->desc.at("roles").at("logits");

@@ -164,6 +164,17 @@ TEST_F(NeuronBackendTest, InitFailureHasDiagnostics) {
   EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
 }
 
+TEST_F(NeuronBackendTest, NonFiniteWarmupLogitsFailStartup) {
+  ::setenv("FAKE_NRT_NAN_OUTPUT", "1", 1);
+  auto b = Create();
+  ::unsetenv("FAKE_NRT_NAN_OUTPUT");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: warm-up of 'decode_b1' produced non-finite logits");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+  EXPECT_EQ(Counters().leaked_at_last_close, 0);
+}
+
 // Runs every reference prompt concurrently; returns the greedy tokens per prompt ("" on error).
 std::vector<std::vector<int32_t>> RunPrompts(Engine& engine, const nlohmann::json& ref,
                                              int max_tokens, std::vector<bool>* failed) {

@@ -4,18 +4,20 @@
 // QKV biases, qwen3 with QK-norm and head_dim != hidden / heads) and with RoPE scaling (linear
 // from GGUF metadata, llama3 from rope_freqs.weight vs config.json's parameters).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 
 #include "kernels/cpu/llama_forward.h"
 #include "model/hf_model.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "tests/test_data.h"
 #include "tools/make_model.h"
 
 namespace pagoda {
@@ -23,31 +25,47 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CrossFormat : public ::testing::TestWithParam<GgmlType> {
+// make-model's tiny preset cut to 2 layers, written into a fresh temporary directory that is
+// removed with the fixture (even after a failed ASSERT).
+class TinyModelTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pagoda_hf_cross_" + std::string(TypeName(GetParam())) + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  MakeModelOptions Options(const std::string& format, const std::string& out) {
+  MakeModelOptions TinyOptions(const std::string& format, const std::string& out) const {
     MakeModelOptions o;
     o.preset = "tiny";
-    o.dtype = GetParam();
     o.n_layers = 2;
-    o.context_length = 64;
-    o.seed = 7;
     o.format = format;
     o.output = out;
     return o;
   }
-  fs::path dir_;
+  testing::TempDir dir_;
+};
+
+float MaxDiff(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+float MaxAbs(std::span<const float> a) {
+  float m = 0;
+  for (float v : a) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+class CrossFormat : public TinyModelTest, public ::testing::WithParamInterface<GgmlType> {
+ protected:
+  MakeModelOptions Options(const std::string& format, const std::string& out) const {
+    MakeModelOptions o = TinyOptions(format, out);
+    o.dtype = GetParam();
+    o.context_length = 64;
+    o.seed = 7;
+    return o;
+  }
 };
 
 TEST_P(CrossFormat, SameLogitsFromGgufAndSafetensors) {
-  const std::string gguf = (dir_ / "m.gguf").string(), hf = (dir_ / "hf").string();
+  const std::string gguf = dir_.File("m.gguf"), hf = dir_.File("hf");
   ASSERT_TRUE(MakeModel(Options("gguf", gguf)).ok());
   Status st = MakeModel(Options("safetensors", hf));
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -78,12 +96,8 @@ TEST_P(CrossFormat, SameLogitsFromGgufAndSafetensors) {
   // last-bit differences of the attention sums (whose order the layouts change) can flip a
   // rounding: BF16 gets a looser bound. F32 and F16 keep fp32 activations.
   const float tol = GetParam() == GgmlType::kBF16 ? 5e-2f : 1e-4f;
-  float max_diff = 0, max_abs = 0;
-  for (size_t i = 0; i < logits_a.size(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(logits_a[i] - (*lb)[i]));
-    max_abs = std::max(max_abs, std::fabs(logits_a[i]));
-  }
-  EXPECT_LT(max_diff, tol) << "max |logit| " << max_abs;
+  const float max_abs = MaxAbs(logits_a);
+  EXPECT_LT(MaxDiff(logits_a, *lb), tol) << "max |logit| " << max_abs;
   EXPECT_GT(max_abs, 0.1f);
   // A decode step too (positions > 0 with a cache).
   const int32_t next[] = {ids.back()};
@@ -106,38 +120,19 @@ struct ArchCase {
   const char* rope_scaling;
 };
 
-class CrossArch : public ::testing::TestWithParam<ArchCase> {
+class CrossArch : public TinyModelTest, public ::testing::WithParamInterface<ArchCase> {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("pagoda_hf_arch_" + std::string(GetParam().name) + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   MakeModelOptions Options(const std::string& format, const std::string& out,
-                           const char* rope_scaling) {
-    MakeModelOptions o;
-    o.preset = "tiny";
-    o.n_layers = 2;
+                           const char* rope_scaling) const {
+    MakeModelOptions o = TinyOptions(format, out);
     o.context_length = 128;
     o.seed = 11;
     o.arch = GetParam().arch;
     o.head_dim = GetParam().head_dim;
     o.rope_scaling = *ParseRopeScalingSpec(rope_scaling);
-    o.format = format;
-    o.output = out;
     return o;
   }
-  fs::path dir_;
 };
-
-float MaxDiff(std::span<const float> a, std::span<const float> b) {
-  EXPECT_EQ(a.size(), b.size());
-  float d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
-  return d;
-}
 
 // Logits at every prompt position, then at three decode steps, concatenated.
 std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& ids) {
@@ -156,7 +151,7 @@ std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& ids) {
 
 TEST_P(CrossArch, SameLogitsFromGgufAndSafetensorsAtEveryPosition) {
   const ArchCase& k = GetParam();
-  const std::string gguf = (dir_ / "m.gguf").string(), hf = (dir_ / "hf").string();
+  const std::string gguf = dir_.File("m.gguf"), hf = dir_.File("hf");
   ASSERT_TRUE(MakeModel(Options("gguf", gguf, k.rope_scaling)).ok());
   Status st = MakeModel(Options("safetensors", hf, k.rope_scaling));
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -187,8 +182,7 @@ TEST_P(CrossArch, SameLogitsFromGgufAndSafetensorsAtEveryPosition) {
   ASSERT_GT(ids.size(), 50u);
   const std::vector<float> la = AllLogits(**a, ids), lb = AllLogits(**b, ids);
   const float diff = MaxDiff(la, lb);
-  float max_abs = 0;
-  for (float v : la) max_abs = std::max(max_abs, std::fabs(v));
+  const float max_abs = MaxAbs(la);
   std::printf(
       "[cross-format] %-14s %zu positions + 3 decode steps: max |GGUF - HF| = %.3g "
       "(max |logit| %.3g)\n",
@@ -198,7 +192,7 @@ TEST_P(CrossArch, SameLogitsFromGgufAndSafetensorsAtEveryPosition) {
   EXPECT_GT(max_abs, 0.1f);
 
   if (ca.rope_scaling != RopeScaling::kNone) {  // the scaling is really applied
-    const std::string plain = (dir_ / "plain.gguf").string();
+    const std::string plain = dir_.File("plain.gguf");
     ASSERT_TRUE(MakeModel(Options("gguf", plain, "none")).ok());
     auto p = LoadModel(plain);
     ASSERT_TRUE(p.ok());
@@ -220,15 +214,16 @@ TEST(HfLoad, RejectsQuantizedSafetensorsAndMissingTensors) {
   MakeModelOptions o;
   o.dtype = GgmlType::kQ8_0;
   o.format = "safetensors";
-  o.output = (fs::temp_directory_path() / "pagoda_hf_q8").string();
+  const testing::TempDir tmp;
+  o.output = tmp.File("q8");
   EXPECT_NE(MakeModel(o).message().find("safetensors"), std::string::npos);
-  EXPECT_FALSE(LoadModel(fs::temp_directory_path().string() + "/pagoda_no_such_dir_x").ok());
+  EXPECT_FALSE(LoadModel(tmp.File("no_such_dir")).ok());
 }
 
 // The make-model directory re-dressed as Qwen3 (head_dim, q_norm / k_norm) and Qwen2 (biases).
 TEST(HfLoad, Qwen3AndQwen2Bind) {
-  const fs::path dir = fs::temp_directory_path() / ("pagoda_hf_qwen_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  const testing::TempDir tmp;
+  const fs::path dir = tmp.File("hf");
   MakeModelOptions o;
   o.n_layers = 1;
   o.context_length = 32;
@@ -269,7 +264,6 @@ TEST(HfLoad, Qwen3AndQwen2Bind) {
       EXPECT_TRUE(l.q_norm.empty());
     }
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

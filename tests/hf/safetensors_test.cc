@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 
+#include "tests/test_data.h"
+
 namespace pagoda {
 namespace {
 
@@ -60,9 +62,8 @@ TEST(Safetensors, RoundTrip) {
 }
 
 TEST(Safetensors, OpenFileAndShardedDir) {
-  const auto dir = std::filesystem::temp_directory_path() / "pagoda_hf_shards";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir tmp;
+  const std::filesystem::path dir = tmp.path();
   auto ts = SampleTensors();
   ASSERT_TRUE(WriteSafetensors((dir / "s1.safetensors").string(), {ts[0], ts[1]}).ok());
   ASSERT_TRUE(WriteSafetensors((dir / "s2.safetensors").string(), {ts[2]}).ok());
@@ -85,7 +86,6 @@ TEST(Safetensors, OpenFileAndShardedDir) {
                 .find("plain file name"),
             std::string::npos);
   EXPECT_FALSE(ParseSafetensorsIndex("{").ok());
-  std::filesystem::remove_all(dir);
 }
 
 struct HostileCase {

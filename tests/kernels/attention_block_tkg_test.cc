@@ -697,9 +697,7 @@ TEST(AttentionBlockTkgTest, RejectsARopeTableOfTheWrongSize) {
   std::mt19937 rng(78);
   TinyModel m;
   MakeTinyModel(rng, m);
-  TkgConfig k;
-  k.hidden = 64, k.n_heads = 8, k.n_kv_heads = 2, k.head_dim = 16, k.rms_eps = 1e-5f;
-  k.rope_dim = 16;
+  TkgConfig k = TkgConfigFor(m.cfg);
   const std::vector<double> table(7, 1.0);  // rope_dim / 2 is 8
   k.rope_inv_freq = table;
   const LayerWeights& l = m.weights.layers[0];

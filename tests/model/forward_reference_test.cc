@@ -17,9 +17,7 @@ namespace {
 using testing::LogitDiff;
 
 std::unique_ptr<Model> Load(const std::string& rel) {
-  auto m = LoadModel(testing::SharedPath(rel));
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
+  return testing::LoadModelOrFail(testing::SharedPath(rel));
 }
 
 TEST(ForwardReference, Aidreams260KMatchesLlama2c) {

@@ -2,17 +2,16 @@
 // original ApplyRope), linear and Llama 3 scaling against hand-computed Hugging Face values,
 // llama.cpp's rope_freqs.weight form, and the GGUF keys that select them.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <random>
 
 #include "kernels/cpu/ops.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/model_config.h"
+#include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
@@ -137,9 +136,6 @@ TEST(RopeInvFreq, Llama3FromLlamaCppFreqFactorsMatchesTheHfParameters) {
 class GgufRope : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("pagoda_rope_" + std::to_string(::getpid()) + ".gguf"))
-                .string();
     w_.AddString("general.architecture", "llama");
     w_.AddUint32("llama.embedding_length", 64);
     w_.AddUint32("llama.block_count", 1);
@@ -150,14 +146,14 @@ class GgufRope : public ::testing::Test {
         w_.AddTensor("token_embd.weight", GgmlType::kF32, {64, 8}, std::vector<uint8_t>(64 * 8 * 4))
             .ok());
   }
-  void TearDown() override { std::filesystem::remove(path_); }
   Result<ModelConfig> Read() {
     if (Status st = w_.Write(path_); !st.ok()) return st;
     PAGODA_ASSIGN_OR_RETURN(auto f, GgufFile::Open(path_));
     return ModelConfigFromGguf(*f);
   }
+  testing::TempDir dir_;
+  const std::string path_ = dir_.File("rope.gguf");
   GgufWriter w_;
-  std::string path_;
 };
 
 TEST_F(GgufRope, NoScalingByDefault) {

@@ -5,7 +5,6 @@
 //  - the llama.cpp Q4_K_M synth-gqa model's logits against llama.cpp's;
 //  - `pagoda quantize` / `make-model --dtype` output: loads, follows the mix, logits in tolerance.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
@@ -21,12 +20,15 @@
 #include "model/model.h"
 #include "model/quants.h"
 #include "model/tensor_types.h"
+#include "tests/run_pagoda.h"
 #include "tests/synth_reference.h"
 #include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
 
+using testing::LoadModelOrFail;
+using testing::RunPagoda;
 using testing::SharedPath;
 
 void PutFp16(uint8_t* p, float f) {
@@ -233,12 +235,6 @@ TEST(LlamaCppQuantized, DequantizesCloseToF32AndMatchesOurQuantizer) {
               100 * same, static_cast<long long>(blocks));
 }
 
-std::unique_ptr<Model> Load(const std::string& path) {
-  auto m = LoadModel(path);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
-
 // Acceptance: llama.cpp's own Q4_K_M and Q8_0 files match llama.cpp's logits within the
 // README's tolerances. CTest also runs this suite once per kernel level (PAGODA_KERNELS, see
 // tests/quant/CMakeLists.txt); the level in use is printed and checked.
@@ -259,7 +255,7 @@ std::string KernelLevelInUse() {
 }
 
 TEST(LlamaCppQuantized, Q4KMModelMatchesLlamaCppLogits) {
-  auto model = Load(SharedPath("models/synth-gqa/llama-gqa-q4_k_m.gguf"));
+  auto model = LoadModelOrFail(SharedPath("models/synth-gqa/llama-gqa-q4_k_m.gguf"));
   ASSERT_TRUE(model);
   testing::ExpectWithinSynthReference(*model, "models/synth-gqa/llama-gqa-q4_k_m.reference.json",
                                       0.8, 0.16,
@@ -267,19 +263,13 @@ TEST(LlamaCppQuantized, Q4KMModelMatchesLlamaCppLogits) {
 }
 
 TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
-  auto model = Load(SharedPath("models/synth-gqa/llama-gqa-q8_0.gguf"));
+  auto model = LoadModelOrFail(SharedPath("models/synth-gqa/llama-gqa-q8_0.gguf"));
   ASSERT_TRUE(model);
   testing::ExpectWithinSynthReference(*model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6,
                                       0.12, "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse());
 }
 
 // ---- pagoda quantize / make-model ---------------------------------------------------------
-
-int RunPagoda(const std::string& args) {
-  const std::string cmd = testing::BinPath("pagoda") + " " + args + " 2>/dev/null >/dev/null";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 struct CliCase {
   const char* type;
@@ -296,9 +286,10 @@ TEST_P(QuantizeCli, SynthGqaLoadsFollowsMixAndStaysInTolerance) {
   testing::TempDir dir;
   const std::string out = dir.File(std::string("synth-") + cc.type + ".gguf");
   ASSERT_EQ(RunPagoda("quantize " + SharedPath("models/synth-gqa/llama-gqa-f32.gguf") + " " + out +
-                      " --type " + cc.type + " --json"),
+                      " --type " + cc.type + " --json")
+                .exit_code,
             0);
-  auto model = Load(out);
+  auto model = LoadModelOrFail(out);
   ASSERT_TRUE(model);
   EXPECT_EQ(*model->file->GetInt("general.file_type"), cc.file_type);
   // The mix: Q8_0 everywhere for q8_0; llama.cpp's exact Q4_K_M types for q4_k_m (from the
@@ -335,24 +326,28 @@ TEST_P(QuantizeCli, SynthGqaLoadsFollowsMixAndStaysInTolerance) {
   }
 }
 
+// q4_k_m is compared with llama.cpp's logits for its own Q4_K_M file (our tensors equal its
+// bytes): vs the F32 reference even llama.cpp's Q4_K_M is 3.2 / 0.70 off (synth-gqa README),
+// beyond 0.8 / 0.16. q4_0 has no llama.cpp file here, so it is compared with the F32 reference:
+// its bound is ~1.5x the error measured by this test's own printout at every --kernels level
+// (PAGODA_KERNELS=portable..avx512bf16 on an AVX512-BF16 host): prompt max 3.69 rms 0.796,
+// generated max 3.03 rms 0.944 -> 5.6 / 1.5.
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeCli,
-                         // q4_k_m is compared with llama.cpp's logits for its own Q4_K_M file
-                         // (our tensors equal its bytes): vs the F32 reference even llama.cpp's
-                         // Q4_K_M is 3.2 / 0.70 off (synth-gqa README), beyond 0.8 / 0.16.
                          ::testing::Values(CliCase{"q8_0", 7, "llama-gqa-f32.reference.json", 0.6,
                                                    0.12, "llama-gqa-q8_0.gguf"},
                                            CliCase{"q4_k_m", 15, "llama-gqa-q4_k_m.reference.json",
                                                    0.8, 0.16, "llama-gqa-q4_k_m.gguf"},
-                                           CliCase{"q4_0", 2, "llama-gqa-f32.reference.json",
-                                                   INFINITY, INFINITY, nullptr}),
+                                           CliCase{"q4_0", 2, "llama-gqa-f32.reference.json", 5.6,
+                                                   1.5, nullptr}),
                          [](const auto& info) { return std::string(info.param.type); });
 
 TEST(MakeModelCli, Q4KMAndQ4_0DtypesFollowTheMix) {
   testing::TempDir dir;
   for (const std::string dtype : {"q4_k_m", "q4_0"}) {
     const std::string out = dir.File(dtype + ".gguf");
-    ASSERT_EQ(RunPagoda("make-model --quiet --preset tiny --dtype " + dtype + " -o " + out), 0);
-    auto model = Load(out);
+    ASSERT_EQ(
+        RunPagoda("make-model --quiet --preset tiny --dtype " + dtype + " -o " + out).exit_code, 0);
+    auto model = LoadModelOrFail(out);
     ASSERT_TRUE(model);
     const GgufFile& f = *model->file;
     EXPECT_EQ(*f.GetInt("general.file_type"), dtype == "q4_0" ? 2 : 15);

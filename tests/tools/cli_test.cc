@@ -2,7 +2,7 @@
 // output that loads and runs, inspect and tokenize.
 #include <gtest/gtest.h>
 
-#include <array>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,39 +10,20 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kernels/cpu/matmul.h"
 #include "model/model.h"
 #include "model/tokenizer/sentencepiece_model.h"
+#include "tests/run_pagoda.h"
 #include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
 
-using testing::BinPath;
+using testing::Quote;
+using testing::RunPagoda;
+using testing::RunPagodaWithStderr;
 using testing::SharedPath;
 using testing::TempDir;
-
-struct RunResult {
-  int exit_code;
-  std::string out;
-};
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult RunPagoda(const std::string& args) {
-  const std::string cmd = BinPath("pagoda") + " " + args + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
 
 // Runs every aidreams260K reference prompt through `pagoda generate` with `extra` flags and
 // checks prompt ids, greedy tokens (up to the context limit) and text.
@@ -88,22 +69,6 @@ TEST(Cli, GenerateMatchesAidreamsReferenceForBlockSizesAndPrefillChunks) {
 // machine's cores) and the default all give the reference.
 TEST(Cli, GenerateMatchesAidreamsReferenceForThreadCounts) {
   for (int threads : {1, 3}) ExpectAidreamsReference("--threads " + std::to_string(threads));
-}
-
-// Runs `pagoda generate` and returns stdout; stderr goes to `stderr_out`.
-RunResult RunPagodaWithStderr(const std::string& args, std::string* stderr_out) {
-  TempDir dir;
-  const std::string err = dir.File("stderr.txt");
-  const std::string cmd = BinPath("pagoda") + " " + args + " 2>" + err;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while (p && (n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = p ? ::pclose(p) : -1;
-  std::ifstream in(err);
-  stderr_out->assign(std::istreambuf_iterator<char>(in), {});
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
 // All aidreams reference prompts submitted at once through the engine (--prompts-file) give
@@ -162,9 +127,22 @@ TEST(Cli, PromptsFileMatchesSequentialGreedyUnderPreemption) {
   ExpectBatchedAidreams("--block-size 16 --num-blocks 12 --enable-prefix-caching false", true);
 }
 
-// Every CPU kernel level (forced with --kernels) reproduces the reference tokens.
+// Every CPU kernel level forced with --kernels is the one generate runs at (capped at this
+// CPU's best; engine_stats on stderr reports it) and reproduces the reference tokens.
+// aidreams260K is F32, so the tokens alone would not show that the flag took effect.
 TEST(Cli, GenerateMatchesAidreamsReferenceAtEveryKernelLevel) {
+  const std::string model = Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf"));
   for (const char* level : {"portable", "avx2", "avx512", "avx512vnni", "avx512bf16"}) {
+    std::string err;
+    const auto r = RunPagodaWithStderr(
+        std::string("generate --max-tokens 2 --prompt hi --kernels ") + level + " --model " + model,
+        &err);
+    ASSERT_EQ(r.exit_code, 0) << level << ": " << err;
+    const size_t at = err.find("engine_stats ");
+    ASSERT_NE(at, std::string::npos) << err;
+    const auto stats = nlohmann::json::parse(err.substr(at + 13, err.find('\n', at) - at - 13));
+    const auto want = std::min(*cpu::mm::ParseSimdLevel(level), cpu::mm::BestSimdLevel());
+    EXPECT_EQ(stats["kernels"].get<std::string>(), cpu::mm::SimdLevelName(want)) << level;
     ExpectAidreamsReference(std::string("--kernels ") + level);
   }
   EXPECT_EQ(
