@@ -1,6 +1,7 @@
 // Microbenchmarks of kernels/cpu/matmul (y = W x) at TinyLlama-1.1B shapes: q/o 2048x2048,
 // gate/up 5632x2048, down 2048x5632, k/v 256x2048, output 32000x2048 ([rows][cols]), for batch
-// 1 (decode GEMV), 16 (batched decode) and 512 (prefill), per weight type F32, F16, BF16, Q8_0.
+// 1 (decode GEMV), 16 (batched decode), 32 / 64 / 128 (where the batch paths take over) and
+// 512 (prefill), per weight type F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
 //
 // Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
@@ -99,6 +100,9 @@ void RegisterAll() {
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, s)
           ->Arg(1)
           ->Arg(16)
+          ->Arg(32)
+          ->Arg(64)
+          ->Arg(128)
           ->Arg(512)
           ->ArgName("batch")
           ->Unit(benchmark::kMillisecond)

@@ -217,7 +217,7 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
       double(a.batch) * a.prompt_len * a.repetitions / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
           {"kernels", EffectiveKernelLevel()},
-          {"f16_matmul", cpu::mm::DefaultF16ViaBf16() ? "bf16" : "exact"},
+          {"f16_matmul", cpu::mm::F16MatmulName(cpu::mm::DefaultF16Matmul())},
           {"prompt_len", a.prompt_len},
           {"gen_len", a.gen_len},
           {"batch", a.batch},

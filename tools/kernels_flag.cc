@@ -12,9 +12,10 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "Cap the CPU kernel level: portable | avx2 | avx512 | avx512vnni | avx512bf16 "
                   "| auto (default: the best this CPU has)");
   cmd->add_option("--f16-matmul", flags->f16_matmul,
-                  "F16 weights in batches: exact (fp32 products, default) | bf16 (faster "
-                  "prefill on AVX512-BF16, weights and activations rounded to bf16)")
-      ->check(CLI::IsMember({"exact", "bf16"}));
+                  "F16 weights in batches of 32+ tokens: int16 (default; 13-bit block-scaled "
+                  "int16 products on AVX512-VNNI) | exact (fp32 products) | bf16 (weights and "
+                  "activations rounded to bf16, on AVX512-BF16)")
+      ->check(CLI::IsMember({"exact", "int16", "bf16"}));
 }
 
 bool ApplyKernelFlags(const KernelFlags& flags) {

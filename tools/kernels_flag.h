@@ -3,8 +3,8 @@
 //     avx512vnni | avx512bf16 | auto) so every level can be exercised on one machine. It sets
 //     PAGODA_KERNELS, which the kernels read once at their first use; the effective level is
 //     logged.
-//   --f16-matmul exact|bf16: bf16 lets F16 weights take the bf16 batch path (faster prefill,
-//     bf16 rounding; see kernels/cpu/matmul.h DefaultF16ViaBf16). Sets PAGODA_F16_MATMUL.
+//   --f16-matmul int16|exact|bf16: how F16 weights are multiplied in batches (see
+//     kernels/cpu/matmul.h F16Matmul). Sets PAGODA_F16_MATMUL.
 #pragma once
 
 #include <CLI/CLI.hpp>

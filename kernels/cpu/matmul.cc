@@ -133,6 +133,7 @@ struct PreparedActivations {
   std::vector<int8_t> xp;   // kQ8Lanes (see matmul_kernels.h)
   std::vector<float> xpd;
   std::vector<int32_t> xpc;
+  std::vector<int16_t> xi;  // kI16
   Activations view;
 };
 
@@ -167,6 +168,10 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
   if (format == ActFormat::kBf16) {
     p.view.ld = (cols + 31) / 32 * 32;
     p.xb.assign(static_cast<size_t>(n * p.view.ld), 0);
+  } else if (format == ActFormat::kI16) {
+    p.view.ld = (cols + kQ8Block - 1) / kQ8Block * kQ8Block;
+    p.xi.resize(static_cast<size_t>(n * p.view.ld));
+    p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
   } else if (IsQ8(format)) {
     p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
@@ -197,6 +202,9 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
         for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
+      } else if (format == ActFormat::kI16) {
+        internal::X86I16Quantizer()(xt, cols, ld, p.xi.data() + t * ld,
+                                    p.xd.data() + t * ld / kQ8Block);
       } else if (IsQ8(format)) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
         if (format == ActFormat::kQ8Vec)
@@ -219,13 +227,14 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
   p.view.xd = p.xd.data();
   p.view.xs = p.xs.data();
   p.view.xc = p.xc.data();
+  p.view.xi = p.xi.data();
 }
 
-// Rows per task: about kTileBytes of weights, a multiple of 4, at least kMinTiles tasks.
-int64_t TileRows(int64_t rows, int64_t row_bytes) {
-  int64_t tile = std::max<int64_t>(4, kTileBytes / std::max<int64_t>(1, row_bytes) / 4 * 4);
-  const int64_t balanced = ((rows + kMinTiles - 1) / kMinTiles + 3) / 4 * 4;
-  return std::max<int64_t>(4, std::min(tile, balanced));
+// Rows per task: about kTileBytes of weights, a multiple of `align`, at least kMinTiles tasks.
+int64_t TileRows(int64_t rows, int64_t row_bytes, int64_t align) {
+  const int64_t tile = kTileBytes / std::max<int64_t>(1, row_bytes) / align * align;
+  const int64_t balanced = ((rows + kMinTiles - 1) / kMinTiles + align - 1) / align * align;
+  return std::max(align, std::min(tile, balanced));
 }
 
 // What each row tile becomes before the kernel runs on it.
@@ -233,6 +242,7 @@ enum class RowConversion : int8_t {
   kNone,  // the kernel reads the weights in their own format
   kF32,   // dequantized to fp32 (types without a kernel at this level)
   kBf16,  // converted to bf16 (the large-batch path at kAvx512Bf16)
+  kI16,   // F16 converted to I16 lane tiles (matmul_kernels.h)
 };
 
 struct Plan {
@@ -261,9 +271,19 @@ int64_t Bf16MinTokens(GgmlType type) {
 // products, 11 instructions per 512 of them).
 constexpr int64_t kQ8LanesMinTokens = 8;
 
-Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, bool f16_via_bf16) {
-  if (type == GgmlType::kF16 && f16_via_bf16 && level >= SimdLevel::kAvx512Bf16 && n_tokens >= 16) {
-    return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
+// F16 with this many tokens and more follows MatMulOptions::f16. Below it the per-call tile
+// conversion costs more than the faster products gain (int16, gate_up 5632 x 2048 with
+// pagoda_bench_matmul: 161 vs 187 GFLOP/s exact at 16 tokens, 224 vs 196 at 32).
+constexpr int64_t kF16FastMinTokens = 32;
+
+Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16) {
+  if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
+    if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
+      return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
+    }
+    if (f16 == F16Matmul::kInt16 && level >= SimdLevel::kAvx512Vnni) {
+      return {internal::X86I16Kernel(), RowConversion::kI16};
+    }
   }
   if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n_tokens >= kQ8LanesMinTokens) {
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
@@ -279,6 +299,7 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, bool f16_via_bf1
 int64_t TileRowBytes(const WeightView& w, RowConversion c) {
   if (c == RowConversion::kF32) return w.cols * 4;
   if (c == RowConversion::kBf16) return w.cols * 2;
+  if (c == RowConversion::kI16) return (w.cols + 31) / 32 * internal::kI16BlockBytes / 16;
   return w.row_bytes;
 }
 
@@ -291,6 +312,12 @@ struct TileBuffers {
 const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, int64_t nr,
                            TileBuffers& buf, int64_t* stride) {
   if (plan.conversion == RowConversion::kNone) return w.row(r0);
+  if (plan.conversion == RowConversion::kI16) {  // groups of 16 rows; *stride = group bytes
+    *stride = 16 * TileRowBytes(w, plan.conversion);
+    buf.tile.resize(static_cast<size_t>((nr + 15) / 16 * *stride));
+    internal::X86I16Converter()(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
+    return buf.tile.data();
+  }
   *stride = TileRowBytes(w, plan.conversion);
   buf.tile.resize(static_cast<size_t>(nr * *stride));
   for (int64_t r = 0; r < nr; ++r) {
@@ -367,12 +394,31 @@ SimdLevel DefaultMaxSimdLevel() {
   return level;
 }
 
-bool DefaultF16ViaBf16() {
-  static const bool on = [] {
+const char* F16MatmulName(F16Matmul mode) {
+  switch (mode) {
+    case F16Matmul::kExact:
+      return "exact";
+    case F16Matmul::kInt16:
+      return "int16";
+    case F16Matmul::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+std::optional<F16Matmul> ParseF16Matmul(std::string_view name) {
+  for (F16Matmul m : {F16Matmul::kExact, F16Matmul::kInt16, F16Matmul::kBf16}) {
+    if (name == F16MatmulName(m)) return m;
+  }
+  return std::nullopt;
+}
+
+F16Matmul DefaultF16Matmul() {
+  static const F16Matmul mode = [] {
     const char* env = std::getenv("PAGODA_F16_MATMUL");
-    return env != nullptr && std::string_view(env) == "bf16";
+    return ParseF16Matmul(env != nullptr ? env : "").value_or(F16Matmul::kInt16);
   }();
-  return on;
+  return mode;
 }
 
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
@@ -392,7 +438,7 @@ const char* KernelName(GgmlType type, SimdLevel level) {
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
             const MatMulOptions& options) {
   if (n_tokens <= 0 || w.rows <= 0) return;
-  const Plan plan = MakePlan(EffectiveSimdLevel(options), w.type, n_tokens, options.f16_via_bf16);
+  const Plan plan = MakePlan(EffectiveSimdLevel(options), w.type, n_tokens, options.f16);
   // Per calling thread and reused across calls (the buffers only grow): no allocation per call
   // once the largest shape has been seen. MatMul does not call itself, so one set suffices.
   // (The workers must see this thread's buffers: they use `acts`, a plain reference, below.)
@@ -401,7 +447,9 @@ void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
   Prepare(plan.kernel.act, x, n_tokens, w.cols, acts);
 
   const int64_t rows = w.rows;
-  const int64_t tile = TileRows(rows, TileRowBytes(w, plan.conversion));
+  // I16 tiles are whole groups of 16 rows, two groups per kernel tile.
+  const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : 4;
+  const int64_t tile = TileRows(rows, TileRowBytes(w, plan.conversion), row_align);
   // Token chunks are multiples of 16 (the token-lane kernel works on groups of 16).
   const int64_t chunk =
       std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, w.cols * 4)) / 16 * 16;

@@ -26,7 +26,8 @@
 // Batches (matmul.cc MakePlan): Q8_0 with >= 8 tokens at kAvx512Vnni+ uses a token-lane kernel
 // (16 tokens per zmm, same int8 arithmetic and error); Q4_0 / Q4_K / Q6_K with >= 128 tokens at
 // kAvx512Bf16 convert each row tile to bf16 once per call and use vdpbf16ps (error about 2^-7
-// of sum |w||x|); F16 does so only when f16_via_bf16 is set.
+// of sum |w||x|); F16 with >= 32 tokens follows MatMulOptions::f16 (int16 at kAvx512Vnni+ by
+// default: each row tile converted once per call, matmul_i16_x86.cc).
 // GEMV and small batches walk one weight row at a time (one sequential stream per thread).
 // Every output element is computed by one task in a fixed order: results do not depend on the
 // number of threads (they do depend on the level and, through the plan, on the batch size).
@@ -61,16 +62,27 @@ std::optional<SimdLevel> ParseSimdLevel(std::string_view name);
 // (same values as ParseSimdLevel) when it is set at start-up. Read once, on the first call.
 SimdLevel DefaultMaxSimdLevel();
 
-// Whether F16 weights may run through the bf16 path for batches (prefill): about 1.7x faster
-// at AVX512-BF16, but weights and activations are rounded to bf16 (the synth-gqa F16 logits
-// then differ from llama.cpp's by up to 0.09, past its suggested 0.03). Off unless the
-// environment variable PAGODA_F16_MATMUL=bf16 is set at start-up (read once).
-bool DefaultF16ViaBf16();
+// How F16 weights are multiplied in batches of >= 32 tokens (batched decode, prefill); one
+// token (GEMV) is always exact.
+enum class F16Matmul : int8_t {
+  kExact,  // fp32 products of the widened weights (bound by the fp32 FMA rate)
+  kInt16,  // 13-bit block-scaled weights and activations, int16 dot products (AVX512-VNNI;
+           // exact below that level): 2x the FMA rate, error about 2^-13 of a block's largest
+           // terms
+  kBf16,   // weights and activations rounded to bf16, vdpbf16ps (AVX512-BF16; exact below):
+           // 2x the FMA rate, error about 2^-8 of every term (the synth-gqa F16 logits then
+           // differ from llama.cpp's by up to 0.09, past its suggested 0.03)
+};
+const char* F16MatmulName(F16Matmul mode);  // "exact", "int16", "bf16"
+std::optional<F16Matmul> ParseF16Matmul(std::string_view name);
+// The process-wide default: kInt16, or the environment variable PAGODA_F16_MATMUL (same values
+// as ParseF16Matmul; unknown values are ignored) when it is set at start-up. Read once.
+F16Matmul DefaultF16Matmul();
 
 struct MatMulOptions {
   // Highest level used; the effective level is min(max_level, BestSimdLevel()).
   SimdLevel max_level = DefaultMaxSimdLevel();
-  bool f16_via_bf16 = DefaultF16ViaBf16();
+  F16Matmul f16 = DefaultF16Matmul();
 };
 
 // The level MatMul runs at for these options.

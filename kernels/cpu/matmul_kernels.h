@@ -22,6 +22,15 @@
 //          xp int8  [group][nb][8][16 tokens][4]   bytes 4k..4k+3 of each token's block
 //          xpd fp32 [group][nb][16 tokens]         the block scales
 //          xpc int32 [group][nb][16 tokens]        -128 * (sum of the block's 32 xq)
+//   kI16:  xi int16 [n][ld]                  (ld = cols rounded up to 32, zero padded)
+//          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
+//          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
+//
+// I16 lane tiles (F16 weights converted per call for the kI16 kernel): nr rows in groups of 16
+// (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
+// / 32); per group and 32-column block b:
+//   codes int16 [16 pairs k][16 rows j][2]   w[16 g + j][32 b + 2 k + i] ~= scale[j] * code
+//   scale fp32 [16 rows]                     (the same 13-bit block quantization as kI16)
 #pragma once
 
 #include <cstdint>
@@ -30,7 +39,7 @@
 
 namespace pagoda::cpu::mm::internal {
 
-enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes };
+enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes, kI16 };
 
 struct Activations {
   const float* x = nullptr;
@@ -42,6 +51,7 @@ struct Activations {
   const int8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;    // kQ8Lanes only
   const int32_t* xpc = nullptr;  // kQ8Lanes only
+  const int16_t* xi = nullptr;   // kI16 only
   int64_t cols = 0;
   int64_t ld = 0;  // row stride of xb / xq in elements
 };
@@ -69,6 +79,19 @@ ToBf16Fn X86Bf16Converter(GgmlType type);
 // The AVX512-VNNI Q8_0 kernel for kQ8Lanes activations (many tokens); requires the block's
 // t0 to be a multiple of 16.
 Kernel X86Q8LanesKernel();
+
+// The AVX512-VNNI kernel for F16 weights in I16 lane tiles x kI16 activations (w_stride = the
+// group stride), and the converter that writes those tiles from nr F16 rows (row stride ws
+// bytes) at dst (nb * kI16BlockBytes * ceil(nr / 16) bytes). Defined in
+// matmul_i16_x86.cc; empty / nullptr off x86-64.
+constexpr int64_t kI16BlockBytes = 16 * 16 * 2 * 2 + 16 * 4;
+using ToI16LanesFn = void (*)(const uint8_t* w, int64_t ws, int64_t nr, int64_t cols, uint8_t* dst);
+Kernel X86I16Kernel();
+ToI16LanesFn X86I16Converter();
+// Quantizes one token of fp32 activations (cols values) to kI16 (xi: ld codes, zero padded;
+// xd: ld / 32 scales).
+using QuantizeI16Fn = void (*)(const float* x, int64_t cols, int64_t ld, int16_t* xi, float* xd);
+QuantizeI16Fn X86I16Quantizer();
 
 // The x86 kernels for the 4/6-bit types (Q4_0, Q4_K, Q6_K) at `level`; fn == nullptr when there
 // is none. Defined in matmul_quant_x86.cc.

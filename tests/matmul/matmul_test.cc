@@ -10,6 +10,10 @@
 //     + 1e-4 * S (the fp32 min / offset correction is subtracted from a larger sum).
 //   At avx512bf16, batches of >= 128 tokens of Q4_0, Q4_K, Q6_K run on weights converted to
 //     bf16 and activations rounded to bf16: + 2^-7 * S.
+//   F16 in batches of >= 32 tokens at avx512vnni+ (the default int16 path: weights and
+//     activations quantized to 13 bits per block of 32): per block, (amax_w * sum |x| + amax_x *
+//     sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed, times 1.01, + 2e-5 * S. The opt-in
+//     bf16 path (avx512bf16): 2^-7 * S + 2e-5 * S.
 // Also: the thread count does not change any output bit; the ops.h MatMul forwards here; level
 // names parse.
 #include "kernels/cpu/matmul.h"
@@ -68,9 +72,33 @@ std::vector<float> RandomActivations(int64_t n, int64_t cols, uint32_t seed) {
   return x;
 }
 
-// |y - ref| bound for element (t, r) (see the file comment).
 bool IsKQuant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
+// The int16 path's rounding bound for weight row w and token x (see the file comment).
+double I16Bound(const float* w, const float* x, int64_t cols) {
+  double bound = 0.0;
+  for (int64_t b = 0; b < cols; b += 32) {
+    double wmax = 0.0, xmax = 0.0, wsum = 0.0, xsum = 0.0;
+    for (int64_t c = b; c < std::min(cols, b + 32); ++c) {
+      wmax = std::max(wmax, std::fabs(static_cast<double>(w[c])));
+      xmax = std::max(xmax, std::fabs(static_cast<double>(x[c])));
+      wsum += std::fabs(w[c]);
+      xsum += std::fabs(x[c]);
+    }
+    bound += (wmax * xsum + xmax * wsum) / 16382.0 + 32.0 * wmax * xmax / (16382.0 * 16382.0);
+  }
+  return 1.01 * bound;
+}
+
+// Whether MatMul takes F16's fast batch path `mode` for n tokens at `level`.
+bool F16FastPath(F16Matmul mode, SimdLevel level, int64_t n) {
+  if (n < 32) return false;
+  if (mode == F16Matmul::kInt16) return level >= SimdLevel::kAvx512Vnni;
+  return mode == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16;
+}
+
+// |y - ref| bound for element (t, r) of a MatMul call with n tokens and default options (see
+// the file comment).
 double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_t n) {
   const float* w = m.deq.data() + r * m.cols;
   const int64_t act_block = IsKQuant(m.type) ? 256 : 32;
@@ -91,6 +119,9 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
   if (IsKQuant(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
   const bool converted = m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
   if (converted && level >= SimdLevel::kAvx512Bf16 && n >= 128) bound += s / 128.0;
+  if (m.type == GgmlType::kF16 && F16FastPath(DefaultF16Matmul(), level, n)) {
+    bound += DefaultF16Matmul() == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
+  }
   return bound;
 }
 
@@ -198,35 +229,66 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndLevels, MatMulTest,
                                             ::testing::ValuesIn(Levels())),
                          ParamName);
 
-// F16 through the opt-in bf16 batch path (PAGODA_F16_MATMUL=bf16): within the bf16 rounding
-// bound at avx512bf16, and exactly the default path below 16 tokens or below that level.
-TEST(MatMulApiTest, F16ViaBf16StaysWithinTheBf16Bound) {
+// Each F16 batch mode: within its bound where it applies, and exactly the exact path below 32
+// tokens or below its level.
+TEST(MatMulApiTest, F16BatchModesStayWithinTheirBounds) {
   const Matrix m = RandomMatrix(GgmlType::kF16, 37, 1056, 21);
-  for (SimdLevel level : Levels()) {
-    for (int64_t n : {3, 16, 33}) {
-      SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n);
-      const std::vector<float> x = RandomActivations(n, m.cols, 22);
-      std::vector<float> fast(static_cast<size_t>(n * m.rows)), exact(fast.size());
-      MatMul(m.view(), x.data(), n, fast.data(), MatMulOptions{level, true});
-      MatMul(m.view(), x.data(), n, exact.data(), MatMulOptions{level, false});
-      const bool bf16 = level >= SimdLevel::kAvx512Bf16 && n >= 16;
-      if (!bf16) {
-        EXPECT_EQ(0, std::memcmp(fast.data(), exact.data(), fast.size() * sizeof(float)));
-        continue;
-      }
-      for (int64_t t = 0; t < n; ++t) {
-        const float* xt = x.data() + t * m.cols;
-        for (int64_t r = 0; r < m.rows; ++r) {
-          double ref = 0.0, s = 0.0;
-          for (int64_t c = 0; c < m.cols; ++c) {
-            ref += static_cast<double>(m.deq[r * m.cols + c]) * xt[c];
-            s += std::fabs(static_cast<double>(m.deq[r * m.cols + c]) * xt[c]);
+  for (F16Matmul mode : {F16Matmul::kInt16, F16Matmul::kBf16}) {
+    for (SimdLevel level : Levels()) {
+      for (int64_t n : {3, 16, 33}) {
+        SCOPED_TRACE(::testing::Message()
+                     << F16MatmulName(mode) << " " << SimdLevelName(level) << " n=" << n);
+        const std::vector<float> x = RandomActivations(n, m.cols, 22);
+        std::vector<float> fast(static_cast<size_t>(n * m.rows)), exact(fast.size());
+        MatMul(m.view(), x.data(), n, fast.data(), MatMulOptions{level, mode});
+        MatMul(m.view(), x.data(), n, exact.data(), MatMulOptions{level, F16Matmul::kExact});
+        if (!F16FastPath(mode, level, n)) {
+          EXPECT_EQ(0, std::memcmp(fast.data(), exact.data(), fast.size() * sizeof(float)));
+          continue;
+        }
+        for (int64_t t = 0; t < n; ++t) {
+          const float* xt = x.data() + t * m.cols;
+          for (int64_t r = 0; r < m.rows; ++r) {
+            const float* w = m.deq.data() + r * m.cols;
+            double ref = 0.0, s = 0.0;
+            for (int64_t c = 0; c < m.cols; ++c) {
+              ref += static_cast<double>(w[c]) * xt[c];
+              s += std::fabs(static_cast<double>(w[c]) * xt[c]);
+            }
+            const double bound =
+                2e-5 * s + (mode == F16Matmul::kInt16 ? I16Bound(w, xt, m.cols) : s / 128.0);
+            ASSERT_LE(std::fabs(fast[t * m.rows + r] - ref), bound) << "t=" << t << " r=" << r;
           }
-          ASSERT_LE(std::fabs(fast[t * m.rows + r] - ref), s / 128.0 + 2e-5 * s);
         }
       }
     }
   }
+}
+
+// The int16 path keeps non-finite values: a weight row or a token with an inf / NaN gives
+// non-finite outputs there (as exact products do) and leaves the others finite.
+TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
+  if (BestSimdLevel() < SimdLevel::kAvx512Vnni) GTEST_SKIP() << "no AVX512-VNNI";
+  Matrix m = RandomMatrix(GgmlType::kF16, 40, 100, 31);
+  const uint16_t kInfF16 = 0x7c00;
+  std::memcpy(m.bytes.data() + 7 * m.view().row_bytes + 2 * 50, &kInfF16, 2);  // row 7
+  const int64_t n = 20;
+  std::vector<float> x = RandomActivations(n, m.cols, 32);
+  x[5 * m.cols + 99] = NAN;  // token 5
+  std::vector<float> y(static_cast<size_t>(n * m.rows));
+  MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{SimdLevel::kAvx512Vnni, F16Matmul::kInt16});
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < m.rows; ++r) {
+      EXPECT_EQ(std::isfinite(y[t * m.rows + r]), t != 5 && r != 7) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+TEST(MatMulApiTest, F16MatmulNamesParse) {
+  for (F16Matmul mode : {F16Matmul::kExact, F16Matmul::kInt16, F16Matmul::kBf16}) {
+    EXPECT_EQ(ParseF16Matmul(F16MatmulName(mode)), mode);
+  }
+  EXPECT_FALSE(ParseF16Matmul("fast").has_value());
 }
 
 TEST(MatMulApiTest, LevelNamesParse) {

@@ -447,7 +447,7 @@ TEST(Cli, BenchLimitsAndModelSmoke) {
   EXPECT_GT(j["decode_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["bytes_per_decode_step"].get<int64_t>(), 0);
   EXPECT_GT(j["total_tokens_per_s"].get<double>(), 0.0);
-  EXPECT_EQ(j["f16_matmul"], "exact");
+  EXPECT_EQ(j["f16_matmul"], "int16");          // the default
   EXPECT_EQ(j["compute_peak"], "fp32_gflops");  // an F32 model
   EXPECT_FALSE(j.contains("interleaved_read_bandwidth_gbps"));
   r = RunPagoda(
