@@ -102,6 +102,15 @@ void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs)
   }
 }
 
+// kQ8KQ4's sums per 32 (natural order) of one token's codes.
+void Sums32(const int8_t* xq, int64_t cols, int16_t* xsum) {
+  for (int64_t s = 0; s < cols / 32; ++s) {
+    int sum = 0;
+    for (int64_t i = 0; i < 32; ++i) sum += xq[32 * s + i];
+    xsum[s] = static_cast<int16_t>(sum);  // |sum| <= 32 * 127
+  }
+}
+
 // Reorders each 128 quantized activations to [0, 32) [64, 96) [32, 64) [96, 128) (kQ8KQ4).
 void PermuteForQ4K(int8_t* xq, int64_t cols) {
   int8_t tmp[128];
@@ -133,7 +142,8 @@ struct PreparedActivations {
   std::vector<int8_t> xp;   // kQ8Lanes (see matmul_kernels.h)
   std::vector<float> xpd;
   std::vector<int32_t> xpc;
-  std::vector<int16_t> xi;  // kI16
+  std::vector<int16_t> xi;    // kI16
+  std::vector<int16_t> xsum;  // kQ8KQ4
   Activations view;
 };
 
@@ -188,6 +198,7 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.xq.resize(static_cast<size_t>(n * cols));
     p.xd.resize(static_cast<size_t>(n * cols / 256));
     p.xs.resize(static_cast<size_t>(n * cols / 16));
+    if (format == ActFormat::kQ8KQ4) p.xsum.resize(static_cast<size_t>(n * cols / 32));
   }
 }
 
@@ -212,7 +223,10 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
       } else {
         int8_t* xq = p.xq.data() + t * cols;
         QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16);
-        if (format == ActFormat::kQ8KQ4) PermuteForQ4K(xq, cols);
+        if (format == ActFormat::kQ8KQ4) {
+          Sums32(xq, cols, p.xsum.data() + t * cols / 32);
+          PermuteForQ4K(xq, cols);
+        }
       }
     }
   });
@@ -228,6 +242,7 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
   p.view.xs = p.xs.data();
   p.view.xc = p.xc.data();
   p.view.xi = p.xi.data();
+  p.view.xsum = p.xsum.data();
 }
 
 // Rows per task: about kTileBytes of weights, a multiple of `align`, at least kMinTiles tasks.

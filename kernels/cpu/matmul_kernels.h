@@ -16,7 +16,8 @@
 //          x[t][c] ~= xd[t][c / 256] * xq[t][c]
 //   kQ8KQ4: kQ8K with xq in Q4_K's nibble order: each 128 columns stored as
 //          [0, 32) [64, 96) [32, 64) [96, 128) (xd, xs unchanged), so one 64-byte load of Q4_K
-//          codes masked to its low or high nibbles lines up with 64 consecutive xq bytes
+//          codes masked to its low or high nibbles lines up with 64 consecutive xq bytes; and
+//          xsum int16 [n][cols / 32]          the sum of each 32 xq (natural order)
 //   kQ8Lanes: Q8_0-quantized activations (as kQ8) packed with tokens in the vector lanes, in
 //          groups of 16 tokens (a partial last group padded with zero tokens), nb = cols / 32:
 //          xp int8  [group][nb][8][16 tokens][4]   bytes 4k..4k+3 of each token's block
@@ -46,12 +47,13 @@ struct Activations {
   const uint16_t* xb = nullptr;
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
-  const float* xs = nullptr;     // kQ8K / kQ8KQ4 only
-  const int32_t* xc = nullptr;   // kQ8Vec only
-  const int8_t* xp = nullptr;    // kQ8Lanes only
-  const float* xpd = nullptr;    // kQ8Lanes only
-  const int32_t* xpc = nullptr;  // kQ8Lanes only
-  const int16_t* xi = nullptr;   // kI16 only
+  const float* xs = nullptr;      // kQ8K / kQ8KQ4 only
+  const int32_t* xc = nullptr;    // kQ8Vec only
+  const int8_t* xp = nullptr;     // kQ8Lanes only
+  const float* xpd = nullptr;     // kQ8Lanes only
+  const int32_t* xpc = nullptr;   // kQ8Lanes only
+  const int16_t* xi = nullptr;    // kI16 only
+  const int16_t* xsum = nullptr;  // kQ8KQ4 only
   int64_t cols = 0;
   int64_t ld = 0;  // row stride of xb / xq in elements
 };
