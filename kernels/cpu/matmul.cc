@@ -139,9 +139,8 @@ struct PreparedActivations {
   std::vector<float> xd;
   std::vector<float> xs;
   std::vector<int32_t> xc;  // kQ8Vec
-  std::vector<int8_t> xp;   // kQ8Lanes (see matmul_kernels.h)
+  std::vector<uint8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
   std::vector<float> xpd;
-  std::vector<int32_t> xpc;
   std::vector<int16_t> xi;    // kI16
   std::vector<int16_t> xsum;  // kQ8KQ4
   Activations view;
@@ -152,23 +151,22 @@ struct PreparedActivations {
 void PackLanes(PreparedActivations& p, int64_t n, int64_t g) {
   const int64_t nb = p.view.cols / kQ8Block, ld = p.view.ld;
   for (int64_t b = 0; b < nb; ++b) {
-    int8_t* xp = p.xp.data() + (g * nb + b) * 512;
+    uint8_t* xp = p.xp.data() + (g * nb + b) * 512;
     float* xd = p.xpd.data() + (g * nb + b) * 16;
-    int32_t* xc = p.xpc.data() + (g * nb + b) * 16;
     for (int64_t l = 0; l < 16; ++l) {
       const int64_t t = 16 * g + l;
-      if (t >= n) {  // padding token
-        for (int64_t k = 0; k < 8; ++k) std::memset(xp + k * 64 + l * 4, 0, 4);
+      if (t >= n) {  // padding token (code 0)
+        for (int64_t k = 0; k < 8; ++k) std::memset(xp + k * 64 + l * 4, 0x80, 4);
         xd[l] = 0.0f;
-        xc[l] = 0;
         continue;
       }
       const int8_t* q = p.xq.data() + t * ld + b * kQ8Block;
-      for (int64_t k = 0; k < 8; ++k) std::memcpy(xp + k * 64 + l * 4, q + 4 * k, 4);
-      int32_t sum = 0;
-      for (int64_t i = 0; i < kQ8Block; ++i) sum += q[i];
+      for (int64_t k = 0; k < 8; ++k) {
+        for (int64_t i = 0; i < 4; ++i) {
+          xp[k * 64 + l * 4 + i] = static_cast<uint8_t>(q[4 * k + i] + 128);
+        }
+      }
       xd[l] = p.xd[t * (ld / kQ8Block) + b];
-      xc[l] = -128 * sum;
     }
   }
 }
@@ -191,7 +189,6 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
       const int64_t groups = (n + 15) / 16, nb = cols / kQ8Block;
       p.xp.resize(static_cast<size_t>(groups * nb * 512));
       p.xpd.resize(static_cast<size_t>(groups * nb * 16));
-      p.xpc.resize(static_cast<size_t>(groups * nb * 16));
     }
   } else {  // kQ8K, kQ8KQ4
     p.view.ld = cols;
@@ -235,7 +232,6 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
   }
   p.view.xp = p.xp.data();
   p.view.xpd = p.xpd.data();
-  p.view.xpc = p.xpc.data();
   p.view.xb = p.xb.data();
   p.view.xq = p.xq.data();
   p.view.xd = p.xd.data();
@@ -466,8 +462,9 @@ void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
   const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : 4;
   const int64_t tile = TileRows(rows, TileRowBytes(w, plan.conversion), row_align);
   // Token chunks are multiples of 16 (the token-lane kernel works on groups of 16).
+  const int64_t act_bytes = plan.kernel.act == ActFormat::kQ8Lanes ? 1 : 4;
   const int64_t chunk =
-      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, w.cols * 4)) / 16 * 16;
+      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, w.cols * act_bytes)) / 16 * 16;
   const int64_t n_tiles = (rows + tile - 1) / tile;
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),

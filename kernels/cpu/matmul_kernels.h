@@ -20,9 +20,9 @@
 //          xsum int16 [n][cols / 32]          the sum of each 32 xq (natural order)
 //   kQ8Lanes: Q8_0-quantized activations (as kQ8) packed with tokens in the vector lanes, in
 //          groups of 16 tokens (a partial last group padded with zero tokens), nb = cols / 32:
-//          xp int8  [group][nb][8][16 tokens][4]   bytes 4k..4k+3 of each token's block
+//          xp uint8 [group][nb][8][16 tokens][4]   xq + 128 (xq ^ 0x80) of codes 4k..4k+3 of
+//                                                  each token's block
 //          xpd fp32 [group][nb][16 tokens]         the block scales
-//          xpc int32 [group][nb][16 tokens]        -128 * (sum of the block's 32 xq)
 //   kI16:  xi int16 [n][ld]                  (ld = cols rounded up to 32, zero padded)
 //          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
 //          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
@@ -49,9 +49,8 @@ struct Activations {
   const float* xd = nullptr;
   const float* xs = nullptr;      // kQ8K / kQ8KQ4 only
   const int32_t* xc = nullptr;    // kQ8Vec only
-  const int8_t* xp = nullptr;     // kQ8Lanes only
+  const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
-  const int32_t* xpc = nullptr;   // kQ8Lanes only
   const int16_t* xi = nullptr;    // kI16 only
   const int16_t* xsum = nullptr;  // kQ8KQ4 only
   int64_t cols = 0;

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/matmul_tiles.h"
 
@@ -367,32 +368,48 @@ PAGODA_MM_VNNI void BlockQ8Vec(const uint8_t* w, int64_t ws, int64_t nr, const A
 
 // ---------------------------------------------------------------- VNNI, token lanes ----
 // Q8_0 x kQ8Lanes for many tokens: the 16 lanes of a zmm are 16 tokens, so vpdpbusd sums a
-// whole 32-element block per lane in 8 steps (a broadcast of 4 weight bytes against the packed
-// activations) before its one scale multiply: 8 dot instructions + 3 scale ops per 16 x 32
-// products, where RowQ8Vec needs 8 per 256. The weights are biased to unsigned (w ^ 0x80 =
-// w + 128); the packed -128 * sum(x) start value removes the bias exactly in int32.
+// whole 32-element block per lane in 8 steps (the packed activations, biased to unsigned
+// x + 128, against a broadcast of 4 signed weight bytes straight from memory) before its one
+// scale multiply: 8 dot instructions + 4 ops per 16 x 32 products, where RowQ8Vec needs 8 per
+// 256. The bias adds 128 * (sum of the block's weights) to every lane; the start value
+// -128 * sum(w), computed once per block call for all its token groups, removes it exactly.
+
+// starts[r * nb + b] = -128 * (sum of the 32 weights of row r's block b).
+PAGODA_MM_VNNI void WeightStarts(const uint8_t* w, int64_t ws, int64_t nr, int64_t nb,
+                                 int32_t* starts) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * ws + b * kQ8Bytes + 2));
+      // Sums of (w + 128) per 8 bytes, then all 32 less 32 * 128.
+      const __m256i s8 = _mm256_sad_epu8(_mm256_xor_si256(q, bias), _mm256_setzero_si256());
+      __m128i s = _mm_add_epi64(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+      s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+      starts[r * nb + b] = -128 * (_mm_cvtsi128_si32(s) - 32 * 128);
+    }
+  }
+}
 
 template <int R>
-PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const Activations& a, int64_t g,
-                                float* y, int64_t ldy, int64_t nt) {
+PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const int32_t* starts,
+                                const Activations& a, int64_t g, float* y, int64_t ldy,
+                                int64_t nt) {
   const int64_t nb = a.cols / 32;
-  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[R];
   PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const int8_t* xp = a.xp + (g * nb + b) * 512;
+    const uint8_t* xp = a.xp + (g * nb + b) * 512;
     __m512i xv[8];
     PAGODA_UNROLL for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xp + 64 * k);
-    const __m512i start = _mm512_loadu_si512(a.xpc + (g * nb + b) * 16);
     const __m512 xd = _mm512_loadu_ps(a.xpd + (g * nb + b) * 16);
     PAGODA_UNROLL for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w + r * ws + b * kQ8Bytes;
-      __m512i dot[2] = {start, _mm512_setzero_si512()};  // two chains of 4
+      __m512i dot[2] = {_mm512_set1_epi32(starts[r * nb + b]), _mm512_setzero_si512()};
       PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
         int32_t four;
         std::memcpy(&four, blk + 2 + 4 * k, 4);
-        const __m512i wu = _mm512_xor_si512(_mm512_set1_epi32(four), bias);
-        dot[k % 2] = _mm512_dpbusd_epi32(dot[k % 2], wu, xv[k]);
+        dot[k % 2] = _mm512_dpbusd_epi32(dot[k % 2], xv[k], _mm512_set1_epi32(four));
       }
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[0], dot[1])),
                                _mm512_mul_ps(xd, _mm512_set1_ps(Fp16Scale(blk))), acc[r]);
@@ -408,12 +425,19 @@ PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const Activations&
 // t0 is a multiple of 16 (the driver's token chunks are).
 PAGODA_MM_VNNI void BlockQ8Lanes(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                  int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  const int64_t nb = a.cols / 32;
+  std::vector<int32_t> starts(static_cast<size_t>(nr * nb));
+  WeightStarts(w, ws, nr, nb, starts.data());
   for (int64_t t = 0; t < nt; t += 16) {
     const int64_t g = (t0 + t) / 16, n = std::min<int64_t>(16, nt - t);
+    float* yt = y + t * ldy;
     int64_t r = 0;
-    for (; r + 8 <= nr; r += 8) TileQ8Lanes<8>(w + r * ws, ws, a, g, y + t * ldy + r, ldy, n);
-    for (; r + 4 <= nr; r += 4) TileQ8Lanes<4>(w + r * ws, ws, a, g, y + t * ldy + r, ldy, n);
-    for (; r < nr; ++r) TileQ8Lanes<1>(w + r * ws, ws, a, g, y + t * ldy + r, ldy, n);
+    const auto tile = [&]<int R>() {
+      TileQ8Lanes<R>(w + r * ws, ws, starts.data() + r * nb, a, g, yt + r, ldy, n);
+    };
+    for (; r + 8 <= nr; r += 8) tile.template operator()<8>();
+    for (; r + 4 <= nr; r += 4) tile.template operator()<4>();
+    for (; r < nr; ++r) tile.template operator()<1>();
   }
 }
 
