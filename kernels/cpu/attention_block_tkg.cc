@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/attention_core.h"
 #include "kernels/cpu/kv_convert.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 
 namespace pagoda::cpu {
@@ -326,9 +327,9 @@ void TkgRunner::Project(const TkgConfig& c, const TkgWeights& w, int64_t n, TkgW
             ws.xn_.data() + t * hidden);
   }
   if (w.wqkv.data == nullptr) {
-    MatMul(w.wq, ws.xn_.data(), n, ws.q_.data());
-    MatMul(w.wk, ws.xn_.data(), n, ws.k_.data());
-    MatMul(w.wv, ws.xn_.data(), n, ws.v_.data());
+    const WeightView* qkv[] = {&w.wq, &w.wk, &w.wv};
+    float* const out[] = {ws.q_.data(), ws.k_.data(), ws.v_.data()};
+    mm::MatMulSameInput(qkv, ws.xn_.data(), n, out);
     return;
   }
   const int64_t q_dim = w.wo.cols;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -446,42 +447,93 @@ const char* KernelName(GgmlType type, SimdLevel level) {
   return kNames[static_cast<int>(level)];
 }
 
-void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
-            const MatMulOptions& options) {
-  if (n_tokens <= 0 || w.rows <= 0) return;
-  const Plan plan = MakePlan(EffectiveSimdLevel(options), w.type, n_tokens, options.f16);
-  // Per calling thread and reused across calls (the buffers only grow): no allocation per call
-  // once the largest shape has been seen. MatMul does not call itself, so one set suffices.
-  // (The workers must see this thread's buffers: they use `acts`, a plain reference, below.)
-  thread_local PreparedActivations prepared;
-  PreparedActivations& acts = prepared;
-  Prepare(plan.kernel.act, x, n_tokens, w.cols, acts);
+namespace {
 
-  const int64_t rows = w.rows;
+// One matrix of a call: its output and its row tiles [first_tile, first_tile + n_tiles).
+struct Product {
+  const WeightView* w;
+  float* y;
+  int64_t tile_rows;
+  int64_t first_tile;
+};
+
+// Runs the products (same cols and type, so one plan and one set of prepared activations) in
+// one parallel loop over all their row tiles.
+void RunProducts(const Plan& plan, std::span<Product> products, const Activations& acts,
+                 int64_t n_tokens) {
+  int64_t n_tiles = 0;
   // I16 tiles are whole groups of 16 rows, two groups per kernel tile.
   const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : 4;
-  const int64_t tile = TileRows(rows, TileRowBytes(w, plan.conversion), row_align);
+  for (Product& p : products) {
+    p.tile_rows = TileRows(p.w->rows, TileRowBytes(*p.w, plan.conversion), row_align);
+    p.first_tile = n_tiles;
+    n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
+  }
   // Token chunks are multiples of 16 (the token-lane kernel works on groups of 16).
   const int64_t act_bytes = plan.kernel.act == ActFormat::kQ8Lanes ? 1 : 4;
+  const int64_t cols = products.front().w->cols;
   const int64_t chunk =
-      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, w.cols * act_bytes)) / 16 * 16;
-  const int64_t n_tiles = (rows + tile - 1) / tile;
+      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * act_bytes)) / 16 * 16;
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
       [&](const tbb::blocked_range<int64_t>& range) {
         thread_local TileBuffers buffers;  // this worker's converted rows (grow-only)
         for (int64_t i = range.begin(); i < range.end(); ++i) {
-          const int64_t r0 = i * tile;
-          const int64_t nr = std::min(tile, rows - r0);
+          const Product& p =
+              *(std::upper_bound(products.begin(), products.end(), i,
+                                 [](int64_t v, const Product& q) { return v < q.first_tile; }) -
+                1);
+          const WeightView& w = *p.w;
+          const int64_t r0 = (i - p.first_tile) * p.tile_rows;
+          const int64_t nr = std::min(p.tile_rows, w.rows - r0);
           int64_t stride = w.row_bytes;
           const uint8_t* wt = ConvertTile(w, plan, r0, nr, buffers, &stride);
           for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
             const int64_t nt = std::min(chunk, n_tokens - t0);
-            plan.kernel.fn(wt, stride, nr, acts.view, t0, nt, y + t0 * rows + r0, rows);
+            plan.kernel.fn(wt, stride, nr, acts, t0, nt, p.y + t0 * w.rows + r0, w.rows);
           }
         }
       },
       tbb::simple_partitioner());
+}
+
+// Per calling thread and reused across calls (the buffers only grow): no allocation per call
+// once the largest shape has been seen. MatMul does not call itself, so one set suffices.
+// (The workers see this thread's buffers through the Activations view they are handed.)
+PreparedActivations& ThreadActivations() {
+  thread_local PreparedActivations prepared;
+  return prepared;
+}
+
+}  // namespace
+
+void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+            const MatMulOptions& options) {
+  const WeightView* ws[] = {&w};
+  float* ys[] = {y};
+  MatMulSameInput(ws, x, n_tokens, ys, options);
+}
+
+void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
+                     std::span<float* const> ys, const MatMulOptions& options) {
+  if (n_tokens <= 0) return;
+  const SimdLevel level = EffectiveSimdLevel(options);
+  std::vector<Product> products;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->rows <= 0 || ws[i]->type != ws[0]->type) continue;
+    products.push_back({ws[i], ys[i], 0, 0});
+  }
+  if (!products.empty()) {
+    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16);
+    PreparedActivations& acts = ThreadActivations();
+    Prepare(plan.kernel.act, x, n_tokens, ws[0]->cols, acts);
+    RunProducts(plan, products, acts.view, n_tokens);
+  }
+  // Matrices of other types than the first: one call each.
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->type != ws[0]->type)
+      MatMulSameInput(ws.subspan(i, 1), x, n_tokens, ys.subspan(i, 1), options);
+  }
 }
 
 }  // namespace pagoda::cpu::mm

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "model/weights.h"
@@ -96,5 +97,12 @@ const char* KernelName(GgmlType type, SimdLevel level);
 // (about 256 KiB of activations), once per such token chunk beyond that.
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
             const MatMulOptions& options = {});
+
+// One product per matrix against the same x: ys[i] = ws[i] x, [n_tokens][ws[i]->rows]. Every
+// matrix has x's cols. Those of ws[0]'s type share one activation preparation and run in one
+// parallel loop over all their row tiles (each other type: as MatMul); every output is
+// bit-identical to MatMul's.
+void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
+                     std::span<float* const> ys, const MatMulOptions& options = {});
 
 }  // namespace pagoda::cpu::mm

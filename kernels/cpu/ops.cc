@@ -89,9 +89,9 @@ void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
   }
-  MatMul(w.wq, s.h.data(), n, s.q.data());
-  MatMul(w.wk, s.h.data(), n, s.k.data());
-  MatMul(w.wv, s.h.data(), n, s.v.data());
+  const WeightView* qkv[] = {&w.wq, &w.wk, &w.wv};
+  float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
+  mm::MatMulSameInput(qkv, s.h.data(), n, qkv_out);
   for (int64_t t = 0; t < n; ++t) {
     float* q = s.q.data() + t * c.q_dim();
     float* k = s.k.data() + t * c.kv_dim();
@@ -119,8 +119,9 @@ void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n, La
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
   }
-  MatMul(w.w_gate, s.h.data(), n, s.gate.data());
-  MatMul(w.w_up, s.h.data(), n, s.up.data());
+  const WeightView* gate_up[] = {&w.w_gate, &w.w_up};
+  float* const gate_up_out[] = {s.gate.data(), s.up.data()};
+  mm::MatMulSameInput(gate_up, s.h.data(), n, gate_up_out);
   SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff);
   MatMul(w.w_down, s.gate.data(), n, s.h.data());
   for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += s.h[i];

@@ -310,6 +310,35 @@ TEST(MatMulApiTest, LevelNamesParse) {
   }
 }
 
+// MatMulSameInput gives MatMul's bits for every matrix, also when their types differ (a
+// Q4_K_M layer's q / k in Q4_K and v in Q6_K) and for an empty matrix.
+TEST(MatMulApiTest, SameInputMatchesMatMulBitForBit) {
+  const std::vector<Matrix> ms = {
+      RandomMatrix(GgmlType::kQ4_K, 70, 512, 41), RandomMatrix(GgmlType::kQ4_K, 33, 512, 42),
+      RandomMatrix(GgmlType::kQ6_K, 17, 512, 43), RandomMatrix(GgmlType::kQ4_K, 0, 512, 44)};
+  std::vector<WeightView> views;
+  for (const Matrix& m : ms) views.push_back(m.view());
+  const std::vector<const WeightView*> ws = {&views[0], &views[1], &views[2], &views[3]};
+  for (SimdLevel level : Levels()) {
+    for (int64_t n : {1, 33, 130}) {
+      SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n);
+      const std::vector<float> x = RandomActivations(n, 512, 45);
+      std::vector<std::vector<float>> shared(ms.size()), single(ms.size());
+      std::vector<float*> ys;
+      for (size_t i = 0; i < ms.size(); ++i) {
+        shared[i].assign(static_cast<size_t>(n * ms[i].rows) + 1, NAN);
+        single[i].assign(shared[i].size(), NAN);
+        ys.push_back(shared[i].data());
+        MatMul(views[i], x.data(), n, single[i].data(), MatMulOptions{level});
+      }
+      MatMulSameInput(ws, x.data(), n, ys, MatMulOptions{level});
+      for (size_t i = 0; i < ms.size(); ++i) {
+        EXPECT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4)) << i;
+      }
+    }
+  }
+}
+
 // pagoda::cpu::MatMul (ops.h) gives the same bits as mm::MatMul with the default options.
 TEST(MatMulApiTest, OpsMatMulForwards) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
