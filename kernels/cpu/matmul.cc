@@ -262,13 +262,14 @@ struct Plan {
   RowConversion conversion = RowConversion::kNone;
 };
 
-// At kAvx512Bf16 with enough tokens (prefill), the K-quant and Q4_0 products are compute-bound:
-// each row tile is dequantized and converted to bf16 once per call and multiplied with
-// vdpbf16ps (2x the fp32 FMA rate) from 128 tokens on (measured with pagoda_bench_matmul,
-// 2048 x 2048). Q8_0 has its own int8 kernel for batches; F32, F16 and BF16 weights keep their
-// exact paths: rounding F16 weights and activations to bf16 moved the synth-gqa F16 logits 3x
-// past llama.cpp's suggested tolerance (0.09 vs 0.03 max).
-int64_t Bf16MinTokens(GgmlType type) {
+// At kAvx512Vnni with enough tokens (prefill), the K-quant and Q4_0 products are compute-bound:
+// each row tile is dequantized and converted to I16 lane tiles once per call and multiplied with
+// vpdpwssd (2x the fp32 FMA rate) from 128 tokens on. pagoda_bench_matmul gate_up 5632 x 2048,
+// GFLOP/s at 128 / 512 tokens: Q4_K 290 / 368, Q6_K 195 / 315, Q4_0 258 / 349 (the bf16
+// conversion it replaced: 340 / 354, 211 / 311, 257 / 358, with 2^-8 instead of 2^-13 rounding);
+// bench model medium-q4_k_m prefill 512: 145 -> 155 tok/s. Q8_0 has its own int8 kernel for
+// batches; F16 follows MatMulOptions::f16; F32 and BF16 weights keep their exact paths.
+int64_t ConvertedMinTokens(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_K:
@@ -300,8 +301,8 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16) {
   if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n_tokens >= kQ8LanesMinTokens) {
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
   }
-  if (level >= SimdLevel::kAvx512Bf16 && n_tokens >= Bf16MinTokens(type)) {
-    return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
+  if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {
+    return {internal::X86I16Kernel(), RowConversion::kI16};
   }
   const Kernel k = SelectKernel(level, type);
   if (k.fn != nullptr) return {k, RowConversion::kNone};
@@ -317,7 +318,7 @@ int64_t TileRowBytes(const WeightView& w, RowConversion c) {
 
 struct TileBuffers {
   std::vector<uint8_t> tile;  // converted rows
-  std::vector<float> row;     // one dequantized row (bf16 conversion of types without a converter)
+  std::vector<float> rows;    // 16 dequantized rows (I16 conversion of types without a converter)
 };
 
 // Rows [r0, r0 + nr) of w as the plan's kernel reads them; *stride = bytes between rows.
@@ -327,7 +328,21 @@ const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, in
   if (plan.conversion == RowConversion::kI16) {  // groups of 16 rows; *stride = group bytes
     *stride = 16 * TileRowBytes(w, plan.conversion);
     buf.tile.resize(static_cast<size_t>((nr + 15) / 16 * *stride));
-    internal::X86I16Converter()(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
+    if (const internal::ToI16LanesFn direct = internal::X86I16Converter(w.type)) {
+      direct(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
+      return buf.tile.data();
+    }
+    // Other types: 16 rows at a time dequantized to fp32, then converted.
+    buf.rows.resize(static_cast<size_t>(16 * w.cols));
+    for (int64_t g = 0; g < nr; g += 16) {
+      const int64_t rows = std::min<int64_t>(16, nr - g);
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRow(w.type, w.row(r0 + g + r), buf.rows.data() + r * w.cols, w.cols);
+      }
+      internal::X86I16Converter(GgmlType::kF32)(reinterpret_cast<const uint8_t*>(buf.rows.data()),
+                                                w.cols * 4, rows, w.cols,
+                                                buf.tile.data() + g / 16 * *stride);
+    }
     return buf.tile.data();
   }
   *stride = TileRowBytes(w, plan.conversion);
@@ -338,15 +353,8 @@ const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, in
       DequantizeRow(w.type, w.row(r0 + r), reinterpret_cast<float*>(dst), w.cols);
       continue;
     }
-    uint16_t* out = reinterpret_cast<uint16_t*>(dst);
-    if (const internal::ToBf16Fn direct = internal::X86Bf16Converter(w.type)) {
-      direct(w.row(r0 + r), out, w.cols);
-    } else {
-      buf.row.resize(static_cast<size_t>(w.cols));
-      DequantizeRow(w.type, w.row(r0 + r), buf.row.data(), w.cols);
-      internal::X86Bf16Converter(GgmlType::kF32)(reinterpret_cast<const uint8_t*>(buf.row.data()),
-                                                 out, w.cols);
-    }
+    // kBf16: F16 rows (MakePlan's opt-in F16Matmul::kBf16).
+    internal::X86Bf16Converter(w.type)(w.row(r0 + r), reinterpret_cast<uint16_t*>(dst), w.cols);
   }
   return buf.tile.data();
 }

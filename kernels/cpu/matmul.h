@@ -24,10 +24,11 @@
 //   Other dequantizable types, and the quantized types at kPortable: each row tile is
 //     dequantized to fp32 and multiplied with the level's F32 kernel.
 // Batches (matmul.cc MakePlan): Q8_0 with >= 8 tokens at kAvx512Vnni+ uses a token-lane kernel
-// (16 tokens per zmm, same int8 arithmetic and error); Q4_0 / Q4_K / Q6_K with >= 128 tokens at
-// kAvx512Bf16 convert each row tile to bf16 once per call and use vdpbf16ps (error about 2^-7
-// of sum |w||x|); F16 with >= 32 tokens follows MatMulOptions::f16 (int16 at kAvx512Vnni+ by
-// default: each row tile converted once per call, matmul_i16_x86.cc).
+// (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, Q4_0 / Q4_K / Q6_K with
+// >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each row tile
+// once per call to 13-bit int16 codes with one scale per 32 columns, quantize the activations
+// the same way and use vpdpwssd (matmul_i16_x86.cc): error per 32-column block at most
+// (amax_w sum |x| + amax_x sum |w|) / 16382, about 2^-13 of the block's largest terms.
 // GEMV and small batches walk one weight row at a time (one sequential stream per thread).
 // Every output element is computed by one task in a fixed order: results do not depend on the
 // number of threads (they do depend on the level and, through the plan, on the batch size).

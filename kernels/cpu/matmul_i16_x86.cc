@@ -153,6 +153,36 @@ PAGODA_MM_VNNI void F16ToI16Lanes(const uint8_t* w, int64_t ws, int64_t nr, int6
   }
 }
 
+// Rows [0, nr) of fp32 weights (row stride ws bytes; the dequantized rows of the other types)
+// into groups of 16 rows, as F16ToI16Lanes: each row's block quantized, then the 16 rows' codes
+// transposed as column pairs.
+PAGODA_MM_VNNI void F32ToI16Lanes(const uint8_t* w, int64_t ws, int64_t nr, int64_t cols,
+                                  uint8_t* dst) {
+  const int64_t nb = (cols + 31) / 32, groups = (nr + 15) / 16;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      alignas(64) int16_t codes[16][32];
+      alignas(64) float scales[16];
+      const __mmask32 m = TailMask(cols - 32 * b);
+      for (int64_t j = 0; j < 16; ++j) {
+        const int64_t r = 16 * g + j;
+        const float* x = reinterpret_cast<const float*>(w + r * ws) + 32 * b;
+        const __m512 lo =
+            r < nr ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), x) : _mm512_setzero_ps();
+        const __m512 hi = r < nr ? _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), x + 16)
+                                 : _mm512_setzero_ps();
+        scales[j] = QuantizeBlock(lo, hi, codes[j]);
+      }
+      __m512i rows[16], pairs[16];
+      PAGODA_UNROLL for (int j = 0; j < 16; ++j) rows[j] = _mm512_load_si512(codes[j]);
+      Transpose16x16(rows, pairs);
+      uint8_t* blk = dst + (g * nb + b) * kI16BlockBytes;
+      PAGODA_UNROLL for (int k = 0; k < 16; ++k) _mm512_storeu_si512(blk + 64 * k, pairs[k]);
+      std::memcpy(blk + 1024, scales, sizeof(scales));
+    }
+  }
+}
+
 // G groups of 16 rows x T tokens. acc[g][t] lane j = y[t][16 g + j]. Per block: 16 pair steps
 // into int32 (one weight vector load per group, one activation pair broadcast per token), then
 // the two scales.
@@ -216,7 +246,10 @@ PAGODA_MM_VNNI void BlockI16(const uint8_t* w, int64_t gs, int64_t nr, const Act
 }  // namespace
 
 Kernel X86I16Kernel() { return {BlockI16, ActFormat::kI16, "avx512vnni/f16-i16"}; }
-ToI16LanesFn X86I16Converter() { return F16ToI16Lanes; }
+ToI16LanesFn X86I16Converter(GgmlType type) {
+  if (type == GgmlType::kF16) return F16ToI16Lanes;
+  return type == GgmlType::kF32 ? F32ToI16Lanes : nullptr;
+}
 QuantizeI16Fn X86I16Quantizer() { return QuantizeI16Row; }
 
 }  // namespace pagoda::cpu::mm::internal
@@ -227,7 +260,7 @@ QuantizeI16Fn X86I16Quantizer() { return QuantizeI16Row; }
 
 namespace pagoda::cpu::mm::internal {
 Kernel X86I16Kernel() { return {}; }
-ToI16LanesFn X86I16Converter() { return nullptr; }
+ToI16LanesFn X86I16Converter(GgmlType) { return nullptr; }
 QuantizeI16Fn X86I16Quantizer() { return nullptr; }
 }  // namespace pagoda::cpu::mm::internal
 

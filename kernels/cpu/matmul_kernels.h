@@ -73,22 +73,23 @@ struct Kernel {
 Kernel X86Kernel(SimdLevel level, GgmlType type);
 // Converts one weight row of `cols` elements to bf16 (round to nearest even) at dst.
 using ToBf16Fn = void (*)(const uint8_t* row, uint16_t* dst, int64_t cols);
-// The AVX512-BF16 converter for F32 or F16 rows; nullptr for other types (the driver then
-// dequantizes to fp32 and converts with F32's). Only called on CPUs with AVX512-BF16.
+// The AVX512-BF16 converter for F16 rows (F16Matmul::kBf16); nullptr for other types. Only
+// called on CPUs with AVX512-BF16.
 ToBf16Fn X86Bf16Converter(GgmlType type);
 
 // The AVX512-VNNI Q8_0 kernel for kQ8Lanes activations (many tokens); requires the block's
 // t0 to be a multiple of 16.
 Kernel X86Q8LanesKernel();
 
-// The AVX512-VNNI kernel for F16 weights in I16 lane tiles x kI16 activations (w_stride = the
-// group stride), and the converter that writes those tiles from nr F16 rows (row stride ws
-// bytes) at dst (nb * kI16BlockBytes * ceil(nr / 16) bytes). Defined in
-// matmul_i16_x86.cc; empty / nullptr off x86-64.
+// The AVX512-VNNI kernel for I16 lane tiles x kI16 activations (w_stride = the group stride),
+// and the converter that writes those tiles from nr rows of F16 or F32 weights (`type`; row
+// stride ws bytes) at dst (nb * kI16BlockBytes * ceil(nr / 16) bytes); nullptr for other types
+// (the driver dequantizes them to F32 first). Defined in matmul_i16_x86.cc; empty / nullptr off
+// x86-64.
 constexpr int64_t kI16BlockBytes = 16 * 16 * 2 * 2 + 16 * 4;
 using ToI16LanesFn = void (*)(const uint8_t* w, int64_t ws, int64_t nr, int64_t cols, uint8_t* dst);
 Kernel X86I16Kernel();
-ToI16LanesFn X86I16Converter();
+ToI16LanesFn X86I16Converter(GgmlType type);
 // Quantizes one token of fp32 activations (cols values) to kI16 (xi: ld codes, zero padded;
 // xd: ld / 32 scales).
 using QuantizeI16Fn = void (*)(const float* x, int64_t cols, int64_t ld, int16_t* xi, float* xd);

@@ -482,21 +482,11 @@ PAGODA_MM_BF16 void BlockBf16Dp(const uint8_t* w, int64_t ws, int64_t nr, const 
 }
 
 // ------------------------------------------------------------------ bf16 conversions ----
-// Rows to bf16 for the large-batch path (vcvtne2ps2bf16 rounds to nearest even).
+// F16 rows to bf16 for the opt-in F16Matmul::kBf16 batch path (vcvtne2ps2bf16 rounds to
+// nearest even).
 
 PAGODA_MM_BF16 inline void StoreBf16x32(uint16_t* dst, __m512 lo, __m512 hi, __mmask32 m) {
   _mm512_mask_storeu_epi16(dst, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-PAGODA_MM_BF16 void F32RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
-  const float* x = reinterpret_cast<const float*>(row);
-  for (int64_t c = 0; c < cols; c += 32) {
-    const int64_t n = std::min<int64_t>(32, cols - c);
-    const __mmask32 m = n == 32 ? ~0u : static_cast<__mmask32>((1u << n) - 1);
-    const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), x + c);
-    const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), x + c + 16);
-    StoreBf16x32(dst + c, lo, hi, m);
-  }
 }
 
 PAGODA_MM_BF16 void F16RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
@@ -549,8 +539,6 @@ Kernel X86Q8LanesKernel() { return {BlockQ8Lanes, ActFormat::kQ8Lanes, "avx512vn
 
 ToBf16Fn X86Bf16Converter(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32:
-      return F32RowToBf16;
     case GgmlType::kF16:
       return F16RowToBf16;
     default:

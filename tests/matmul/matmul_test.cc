@@ -8,12 +8,11 @@
 //     times 1.01, + 2e-5 * S; at the portable level (dequantize + fp32): 2e-5 * S.
 //   Q4_K, Q6_K (activations quantized to int8 blocks of 256): the same with 256-element blocks,
 //     + 1e-4 * S (the fp32 min / offset correction is subtracted from a larger sum).
-//   At avx512bf16, batches of >= 128 tokens of Q4_0, Q4_K, Q6_K run on weights converted to
-//     bf16 and activations rounded to bf16: + 2^-7 * S.
-//   F16 in batches of >= 32 tokens at avx512vnni+ (the default int16 path: weights and
-//     activations quantized to 13 bits per block of 32): per block, (amax_w * sum |x| + amax_x *
-//     sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed, times 1.01, + 2e-5 * S. The opt-in
-//     bf16 path (avx512bf16): 2^-7 * S + 2e-5 * S.
+//   At avx512vnni+, batches of >= 128 tokens of Q4_0, Q4_K, Q6_K and of >= 32 tokens of F16 (the
+//     default int16 path: weights and activations quantized to 13 bits per block of 32): per
+//     block, (amax_w * sum |x| + amax_x * sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed,
+//     times 1.01, + 2e-5 * S (for the quantized types instead of their int8 terms above).
+//     F16's opt-in bf16 path (avx512bf16): 2^-7 * S + 2e-5 * S.
 // Also: the thread count does not change any output bit; the ops.h MatMul forwards here; level
 // names parse.
 #include "kernels/cpu/matmul.h"
@@ -113,12 +112,14 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
     q8 += wsum * amax / 254.0;
   }
   double bound = 2e-5 * s + 1e-30;
+  const bool converted = m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
+  if (converted && level >= SimdLevel::kAvx512Vnni && n >= 128) {
+    return bound + I16Bound(w, x, m.cols);  // dequantized weights, int16 activations
+  }
   if (m.type == GgmlType::kBF16 && level >= SimdLevel::kAvx512Bf16) bound += s / 256.0;
   const bool int8_acts = m.type == GgmlType::kQ8_0 || m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
   if (int8_acts && level > SimdLevel::kPortable) bound += 1.01 * q8;
   if (IsKQuant(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
-  const bool converted = m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
-  if (converted && level >= SimdLevel::kAvx512Bf16 && n >= 128) bound += s / 128.0;
   if (m.type == GgmlType::kF16 && F16FastPath(DefaultF16Matmul(), level, n)) {
     bound += DefaultF16Matmul() == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
   }
@@ -190,7 +191,7 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
 // Many token chunks and row tiles (large n and rows), checked on a sample of outputs.
 TEST_P(MatMulTest, LargeBatchManyTiles) {
   const auto [type, level] = GetParam();
-  const int64_t rows = 301, cols = 2048, n = 130;  // >= 128: every type's bf16 path
+  const int64_t rows = 301, cols = 2048, n = 130;  // >= 128: every type's converted path
   const Matrix m = RandomMatrix(type, rows, cols, 77);
   const std::vector<float> x = RandomActivations(n, cols, 78);
   std::vector<float> y(static_cast<size_t>(n * rows), NAN);
