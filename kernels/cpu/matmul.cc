@@ -5,6 +5,7 @@
 #include <tbb/partitioner.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -253,8 +254,8 @@ int64_t TileRows(int64_t rows, int64_t row_bytes, int64_t align) {
 enum class RowConversion : int8_t {
   kNone,  // the kernel reads the weights in their own format
   kF32,   // dequantized to fp32 (types without a kernel at this level)
-  kBf16,  // converted to bf16 (the large-batch path at kAvx512Bf16)
-  kI16,   // F16 converted to I16 lane tiles (matmul_kernels.h)
+  kBf16,  // F16 converted to bf16 (the opt-in F16Matmul::kBf16 batches)
+  kI16,   // converted to I16 lane tiles (matmul_kernels.h): F16 directly, others dequantized
 };
 
 struct Plan {
@@ -321,28 +322,35 @@ struct TileBuffers {
   std::vector<float> rows;    // 16 dequantized rows (I16 conversion of types without a converter)
 };
 
-// Rows [r0, r0 + nr) of w as the plan's kernel reads them; *stride = bytes between rows.
+// Rows [r0, r0 + nr) of w as I16 lane tiles in buf.tile, group stride group_bytes: F16 rows
+// directly, other types 16 rows at a time dequantized to fp32 first.
+void ConvertI16Tile(const WeightView& w, int64_t r0, int64_t nr, int64_t group_bytes,
+                    TileBuffers& buf) {
+  buf.tile.resize(static_cast<size_t>((nr + 15) / 16 * group_bytes));
+  if (const internal::ToI16LanesFn direct = internal::X86I16Converter(w.type)) {
+    direct(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
+    return;
+  }
+  buf.rows.resize(static_cast<size_t>(16 * w.cols));
+  for (int64_t g = 0; g < nr; g += 16) {
+    const int64_t rows = std::min<int64_t>(16, nr - g);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(w.type, w.row(r0 + g + r), buf.rows.data() + r * w.cols, w.cols);
+    }
+    internal::X86I16Converter(GgmlType::kF32)(reinterpret_cast<const uint8_t*>(buf.rows.data()),
+                                              w.cols * 4, rows, w.cols,
+                                              buf.tile.data() + g / 16 * group_bytes);
+  }
+}
+
+// Rows [r0, r0 + nr) of w as the plan's kernel reads them; *stride = bytes between rows (I16
+// tiles: between groups of 16 rows).
 const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, int64_t nr,
                            TileBuffers& buf, int64_t* stride) {
   if (plan.conversion == RowConversion::kNone) return w.row(r0);
-  if (plan.conversion == RowConversion::kI16) {  // groups of 16 rows; *stride = group bytes
+  if (plan.conversion == RowConversion::kI16) {
     *stride = 16 * TileRowBytes(w, plan.conversion);
-    buf.tile.resize(static_cast<size_t>((nr + 15) / 16 * *stride));
-    if (const internal::ToI16LanesFn direct = internal::X86I16Converter(w.type)) {
-      direct(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
-      return buf.tile.data();
-    }
-    // Other types: 16 rows at a time dequantized to fp32, then converted.
-    buf.rows.resize(static_cast<size_t>(16 * w.cols));
-    for (int64_t g = 0; g < nr; g += 16) {
-      const int64_t rows = std::min<int64_t>(16, nr - g);
-      for (int64_t r = 0; r < rows; ++r) {
-        DequantizeRow(w.type, w.row(r0 + g + r), buf.rows.data() + r * w.cols, w.cols);
-      }
-      internal::X86I16Converter(GgmlType::kF32)(reinterpret_cast<const uint8_t*>(buf.rows.data()),
-                                                w.cols * 4, rows, w.cols,
-                                                buf.tile.data() + g / 16 * *stride);
-    }
+    ConvertI16Tile(w, r0, nr, *stride, buf);
     return buf.tile.data();
   }
   *stride = TileRowBytes(w, plan.conversion);
@@ -506,8 +514,9 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
 }
 
 // Per calling thread and reused across calls (the buffers only grow): no allocation per call
-// once the largest shape has been seen. MatMul does not call itself, so one set suffices.
-// (The workers see this thread's buffers through the Activations view they are handed.)
+// once the largest shape has been seen. One set suffices: a call is done with them when its
+// parallel loop returns, before MatMulSameInput goes on to the next type. (The workers see this
+// thread's buffers through the Activations view they are handed.)
 PreparedActivations& ThreadActivations() {
   thread_local PreparedActivations prepared;
   return prepared;
@@ -524,6 +533,7 @@ void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
 
 void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
                      std::span<float* const> ys, const MatMulOptions& options) {
+  assert(ws.size() == ys.size());
   if (n_tokens <= 0) return;
   const SimdLevel level = EffectiveSimdLevel(options);
   std::vector<Product> products;
@@ -539,8 +549,7 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   }
   // Matrices of other types than the first: one call each.
   for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i]->type != ws[0]->type)
-      MatMulSameInput(ws.subspan(i, 1), x, n_tokens, ys.subspan(i, 1), options);
+    if (ws[i]->type != ws[0]->type) MatMul(*ws[i], x, n_tokens, ys[i], options);
   }
 }
 

@@ -27,7 +27,7 @@
 //          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
 //          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
 //
-// I16 lane tiles (F16 weights converted per call for the kI16 kernel): nr rows in groups of 16
+// I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
 // (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
 // / 32); per group and 32-column block b:
 //   codes int16 [16 pairs k][16 rows j][2]   w[16 g + j][32 b + 2 k + i] ~= scale[j] * code
@@ -54,7 +54,7 @@ struct Activations {
   const int16_t* xi = nullptr;    // kI16 only
   const int16_t* xsum = nullptr;  // kQ8KQ4 only
   int64_t cols = 0;
-  int64_t ld = 0;  // row stride of xb / xq in elements
+  int64_t ld = 0;  // row stride of xb / xq / xi in elements
 };
 
 // A block of rows x tokens: y[t * ldy + r] = sum_c W[r][c] x[t0 + t][c] for r < nr, t < nt.
