@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 namespace pagoda::testing {
@@ -17,6 +20,16 @@ inline std::string SharedPath(const std::string& rel) {
 
 inline std::string BinPath(const std::string& name) {
   return std::string(PAGODA_BIN_DIR) + "/" + name;
+}
+
+// max |a[i] - b[i]| (in double) over spans that must be equally long.
+inline double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  double d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
+  }
+  return d;
 }
 
 // Loads a JSON file; ADD_FAILURE with the path if it cannot.

@@ -86,19 +86,19 @@ std::string ComputePeakKey(const Model& m) {
   return "int8_gops";
 }
 
-// Bytes per KV element for a --kv-dtype value ("auto" resolves as tools/runtime.cc does).
-int64_t KvElementBytes(const Model& m, const std::string& dtype) {
-  if (dtype == "f32") return 4;
-  if (dtype == "fp8_e4m3") return 1;
-  if (dtype == "auto") return m.weights.token_embd.type == GgmlType::kF32 ? 4 : 2;
-  return 2;
-}
-
 struct Phases {
   double prefill_s = 0, decode_s = 0;  // until every request has its first token; the rest
   int64_t decode_steps = 0, decode_tokens = 0;
   // --interleave-bandwidth: the read-loop passes run between decode steps (not in decode_s).
   double read_bytes = 0, read_s = 0, read_best_gbps = 0;
+
+  // Another run's phases, added (times, counts and bytes summed; the best pass kept).
+  void Add(const Phases& o) {
+    prefill_s += o.prefill_s, decode_s += o.decode_s;
+    decode_steps += o.decode_steps, decode_tokens += o.decode_tokens;
+    read_bytes += o.read_bytes, read_s += o.read_s;
+    read_best_gbps = std::max(read_best_gbps, o.read_best_gbps);
+  }
 };
 
 // One timed pass of the read loop over `buf`, added to ph.
@@ -184,6 +184,7 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   ro.scheduler.max_num_batched_tokens = std::max(ro.scheduler.max_num_batched_tokens, a.batch);
   ro.max_waiting_requests = a.batch;
   PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(*model, ro));
+  PAGODA_ASSIGN_OR_RETURN(const KvDtype kv_dtype, ResolveKvDtype(*model, ro.kv_dtype));
   PAGODA_RETURN_IF_ERROR(WarmUp(*rt.engine, model->config.vocab_size, a.quiet));
   // Each repetition: one batch of fresh prompts, then the bandwidth read again right after its
   // decode phase (the host's bandwidth can change during a run: a busy neighbour).
@@ -198,16 +199,13 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
     gbps_after += reads.BestGbps(3) / a.repetitions;
     prefill_runs.push_back(double(a.batch) * a.prompt_len / std::max(one.prefill_s, 1e-9));
     decode_runs.push_back(one.decode_tokens / std::max(one.decode_s, 1e-9));
-    ph.prefill_s += one.prefill_s, ph.decode_s += one.decode_s;
-    ph.decode_steps += one.decode_steps, ph.decode_tokens += one.decode_tokens;
-    ph.read_bytes += one.read_bytes, ph.read_s += one.read_s;
-    ph.read_best_gbps = std::max(ph.read_best_gbps, one.read_best_gbps);
+    ph.Add(one);
   }
   const double prefill_s = ph.prefill_s, decode_s = ph.decode_s;
   const int64_t decode_steps = ph.decode_steps, decode_tokens = ph.decode_tokens;
   const int64_t ctx_avg = a.prompt_len + a.gen_len / 2;
   const int64_t kv_bytes = int64_t{model->config.n_layers} * 2 * model->config.kv_dim() * ctx_avg *
-                           a.batch * KvElementBytes(*model, ro.kv_dtype);
+                           a.batch * static_cast<int64_t>(KvDtypeSize(kv_dtype));
   const StepWeights weights = WeightsPerToken(*model);
   const int64_t step_bytes = weights.bytes + kv_bytes;
   const double steps_per_s = decode_steps / std::max(decode_s, 1e-9);

@@ -15,9 +15,7 @@ Result<KvCacheConfig> KvConfig(const Model& model, const RuntimeOptions& o) {
   kv.n_kv_heads = model.config.n_kv_heads;
   kv.head_dim = model.config.head_dim;
   kv.enable_prefix_caching = o.enable_prefix_caching;
-  std::string dtype = o.kv_dtype;
-  if (dtype == "auto") dtype = model.weights.token_embd.type == GgmlType::kF32 ? "f32" : "f16";
-  PAGODA_ASSIGN_OR_RETURN(kv.dtype, ParseKvDtype(dtype));
+  PAGODA_ASSIGN_OR_RETURN(kv.dtype, ResolveKvDtype(model, o.kv_dtype));
   if (o.block_size < 1 || o.block_size > 256 || (o.block_size & (o.block_size - 1))) {
     return InvalidArgument("kv_cache.block_size: " + std::to_string(o.block_size) +
                            " (expected a power of two in 1..256)");
@@ -34,6 +32,11 @@ Result<KvCacheConfig> KvConfig(const Model& model, const RuntimeOptions& o) {
 }
 
 }  // namespace
+
+Result<KvDtype> ResolveKvDtype(const Model& model, const std::string& kv_dtype) {
+  if (kv_dtype != "auto") return ParseKvDtype(kv_dtype);
+  return model.weights.token_embd.type == GgmlType::kF32 ? KvDtype::kF32 : KvDtype::kF16;
+}
 
 Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
   PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(o.scheduler));

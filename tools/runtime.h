@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "kernels/backend.h"
 #include "kernels/neuron/neuron_options.h"
+#include "kvcache/kv_cache_config.h"
 #include "model/model.h"
 #include "scheduler/engine.h"
 
@@ -31,6 +32,10 @@ struct Runtime {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Engine> engine;
 };
+
+// The KV cache dtype BuildRuntime uses for `kv_dtype`: "auto" is f32 for a model with an F32
+// embedding, else f16; an unknown name is INVALID_ARGUMENT.
+Result<KvDtype> ResolveKvDtype(const Model& model, const std::string& kv_dtype);
 
 // Errors name the bad option. `model` must outlive the runtime.
 Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& options);

@@ -83,8 +83,9 @@ void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd)
 }
 
 // One token of a K-quant row (cols a multiple of 256): one scale per 256 (d = amax / 127,
-// round to nearest even) and the scaled sum of every 16 quantized values.
-void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs) {
+// round to nearest even), the scaled sum of every 16 quantized values and, when xsum32 is not
+// null (kQ8KQ4), the plain sum of every 32 (|sum| <= 32 * 127).
+void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs, int16_t* xsum32) {
   for (int64_t b = 0; b < cols / 256; ++b) {
     const float* xb = x + b * 256;
     float amax = 0.0f;
@@ -100,16 +101,11 @@ void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs)
         sum += static_cast<int32_t>(q);
       }
       xs[b * 16 + g] = d * static_cast<float>(sum);
+      if (xsum32 != nullptr) {
+        int16_t& pair = xsum32[b * 8 + g / 2];
+        pair = static_cast<int16_t>((g % 2 == 0 ? 0 : pair) + sum);
+      }
     }
-  }
-}
-
-// kQ8KQ4's sums per 32 (natural order) of one token's codes.
-void Sums32(const int8_t* xq, int64_t cols, int16_t* xsum) {
-  for (int64_t s = 0; s < cols / 32; ++s) {
-    int sum = 0;
-    for (int64_t i = 0; i < 32; ++i) sum += xq[32 * s + i];
-    xsum[s] = static_cast<int16_t>(sum);  // |sum| <= 32 * 127
   }
 }
 
@@ -221,11 +217,10 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
           LaneStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / 4);
       } else {
         int8_t* xq = p.xq.data() + t * cols;
-        QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16);
-        if (format == ActFormat::kQ8KQ4) {
-          Sums32(xq, cols, p.xsum.data() + t * cols / 32);
-          PermuteForQ4K(xq, cols);
-        }
+        const bool q4 = format == ActFormat::kQ8KQ4;
+        QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16,
+                    q4 ? p.xsum.data() + t * cols / 32 : nullptr);
+        if (q4) PermuteForQ4K(xq, cols);
       }
     }
   });
@@ -485,11 +480,15 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
     p.first_tile = n_tiles;
     n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
   }
-  // Token chunks are multiples of 16 (the token-lane kernel works on groups of 16).
-  const int64_t act_bytes = plan.kernel.act == ActFormat::kQ8Lanes ? 1 : 4;
+  // A register tile walks its rows for one token chunk (about kChunkBytes of fp32 activations,
+  // kept in cache). The token-lane kernel walks the whole tile once per group of 16 tokens
+  // instead, so it takes every token in one call and computes its weights' start values once
+  // per tile.
   const int64_t cols = products.front().w->cols;
   const int64_t chunk =
-      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * act_bytes)) / 16 * 16;
+      plan.kernel.act == ActFormat::kQ8Lanes
+          ? n_tokens
+          : std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16;
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
       [&](const tbb::blocked_range<int64_t>& range) {

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/matmul_tiles.h"
 

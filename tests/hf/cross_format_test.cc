@@ -40,13 +40,6 @@ class TinyModelTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-float MaxDiff(std::span<const float> a, std::span<const float> b) {
-  EXPECT_EQ(a.size(), b.size());
-  float d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
-  return d;
-}
-
 float MaxAbs(std::span<const float> a) {
   float m = 0;
   for (float v : a) m = std::max(m, std::fabs(v));
@@ -97,7 +90,7 @@ TEST_P(CrossFormat, SameLogitsFromGgufAndSafetensors) {
   // rounding: BF16 gets a looser bound. F32 and F16 keep fp32 activations.
   const float tol = GetParam() == GgmlType::kBF16 ? 5e-2f : 1e-4f;
   const float max_abs = MaxAbs(logits_a);
-  EXPECT_LT(MaxDiff(logits_a, *lb), tol) << "max |logit| " << max_abs;
+  EXPECT_LT(testing::MaxAbsDiff(logits_a, *lb), tol) << "max |logit| " << max_abs;
   EXPECT_GT(max_abs, 0.1f);
   // A decode step too (positions > 0 with a cache).
   const int32_t next[] = {ids.back()};
@@ -181,7 +174,7 @@ TEST_P(CrossArch, SameLogitsFromGgufAndSafetensorsAtEveryPosition) {
   ASSERT_EQ(ids, (*b)->tokenizer->Encode(text, true));
   ASSERT_GT(ids.size(), 50u);
   const std::vector<float> la = AllLogits(**a, ids), lb = AllLogits(**b, ids);
-  const float diff = MaxDiff(la, lb);
+  const double diff = testing::MaxAbsDiff(la, lb);
   const float max_abs = MaxAbs(la);
   std::printf(
       "[cross-format] %-14s %zu positions + 3 decode steps: max |GGUF - HF| = %.3g "
@@ -196,7 +189,7 @@ TEST_P(CrossArch, SameLogitsFromGgufAndSafetensorsAtEveryPosition) {
     ASSERT_TRUE(MakeModel(Options("gguf", plain, "none")).ok());
     auto p = LoadModel(plain);
     ASSERT_TRUE(p.ok());
-    EXPECT_GT(MaxDiff(AllLogits(**p, ids), la), 1e-2f);
+    EXPECT_GT(testing::MaxAbsDiff(AllLogits(**p, ids), la), 1e-2);
   }
 }
 

@@ -266,21 +266,24 @@ TEST(MatMulApiTest, F16BatchModesStayWithinTheirBounds) {
   }
 }
 
-// The int16 path keeps non-finite values: a weight row or a token with an inf / NaN gives
-// non-finite outputs there (as exact products do) and leaves the others finite.
+// Non-finite values reach the outputs on the int16 path as with exact products (the path at
+// avx512vnni+, exact products below): a weight row or a token with an inf / NaN gives
+// non-finite outputs there and leaves the others finite.
 TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
-  if (BestSimdLevel() < SimdLevel::kAvx512Vnni) GTEST_SKIP() << "no AVX512-VNNI";
   Matrix m = RandomMatrix(GgmlType::kF16, 40, 100, 31);
   const uint16_t kInfF16 = 0x7c00;
   std::memcpy(m.bytes.data() + 7 * m.view().row_bytes + 2 * 50, &kInfF16, 2);  // row 7
-  const int64_t n = 20;
+  const int64_t n = 33;  // >= 32: the int16 path where the level has it
   std::vector<float> x = RandomActivations(n, m.cols, 32);
   x[5 * m.cols + 99] = NAN;  // token 5
-  std::vector<float> y(static_cast<size_t>(n * m.rows));
-  MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{SimdLevel::kAvx512Vnni, F16Matmul::kInt16});
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t r = 0; r < m.rows; ++r) {
-      EXPECT_EQ(std::isfinite(y[t * m.rows + r]), t != 5 && r != 7) << "t=" << t << " r=" << r;
+  for (SimdLevel level : Levels()) {
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<float> y(static_cast<size_t>(n * m.rows));
+    MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level, F16Matmul::kInt16});
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < m.rows; ++r) {
+        EXPECT_EQ(std::isfinite(y[t * m.rows + r]), t != 5 && r != 7) << "t=" << t << " r=" << r;
+      }
     }
   }
 }

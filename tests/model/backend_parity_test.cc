@@ -12,9 +12,12 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/llama_forward.h"
+#include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
+
+using testing::MaxAbsDiff;
 
 struct RandomModel {
   ModelConfig config;
@@ -35,16 +38,6 @@ struct RandomModel {
     return v;
   }
 };
-
-// max |a[i] - b[i]| over equally long spans.
-double MaxAbsDiff(std::span<const float> a, std::span<const float> b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
-  }
-  return d;
-}
 
 enum class Rope { kPlain, kLinear, kLlama3, kFreqFactors };
 
