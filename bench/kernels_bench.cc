@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "bench/read_bandwidth.h"
-#include "kernels/cpu/attention_block_tkg.h"
-#include "kernels/cpu/attention_simd.h"
-#include "kernels/cpu/flash_paged_attention.h"
+#include "kernels/cpu/attention/attention_block_tkg.h"
+#include "kernels/cpu/attention/attention_simd.h"
+#include "kernels/cpu/attention/flash_paged_attention.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -44,7 +44,7 @@ struct FreeDeleter {
 };
 using FloatBuffer = std::unique_ptr<float[], FreeDeleter>;
 
-// Page-aligned, 4 KiB pages (no MADV_HUGEPAGE), like kvcache/kv_pool.cc's aligned_alloc.
+// Page-aligned, 4 KiB pages (no MADV_HUGEPAGE), like kernels/cpu/kv_pool.cc's aligned_alloc.
 FloatBuffer AllocFloats(size_t n) {
   const size_t align = 4096;
   const size_t bytes = (n * sizeof(float) + align - 1) / align * align;

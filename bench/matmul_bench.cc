@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul/matmul.h"
 #include "model/tensor_types.h"
 
 namespace pagoda::cpu::mm {

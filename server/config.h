@@ -7,7 +7,7 @@
 //   ValidateConfig                ranges, enums and cross-field rules (TLS both-or-neither, ...);
 //   DumpConfig                    the effective config as YAML (`--print-config`), which
 //                                 ParseConfig reads back to an equal config;
-//   ToRuntimeOptions              the engine/backend part as tools/runtime.h RuntimeOptions.
+//   ToRuntimeOptions              the engine/backend part as runtime/runtime.h RuntimeOptions.
 // Every error is a Status (never an exception) naming the file, line:column (from yaml-cpp's
 // Mark) and the full key path, e.g.
 //   configs/x.yaml:12:3: engine.max_num_seqs: expected an integer >= 1, got "lots"
@@ -21,7 +21,7 @@
 
 #include "common/status.h"
 #include "kernels/neuron/neuron_options.h"
-#include "tools/runtime.h"
+#include "runtime/runtime.h"
 
 namespace pagoda {
 

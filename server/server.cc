@@ -14,12 +14,12 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul/matmul.h"
 #include "kernels/neuron/neuron_backend.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
-#include "tools/make_model.h"
-#include "tools/runtime.h"
+#include "model/make_model.h"
+#include "runtime/runtime.h"
 
 namespace pagoda {
 namespace {

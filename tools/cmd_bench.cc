@@ -13,12 +13,12 @@
 
 #include "bench/peak_compute.h"
 #include "bench/read_bandwidth.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul/matmul.h"
 #include "model/model.h"
 #include "tools/bench_serve.h"
 #include "tools/commands.h"
 #include "tools/kernels_flag.h"
-#include "tools/runtime.h"
+#include "runtime/runtime.h"
 
 namespace pagoda::cli {
 namespace {

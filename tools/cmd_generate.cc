@@ -12,7 +12,7 @@
 #include "tools/commands.h"
 #include "tools/grpc_client.h"
 #include "tools/kernels_flag.h"
-#include "tools/runtime.h"
+#include "runtime/runtime.h"
 
 namespace pagoda::cli {
 namespace {

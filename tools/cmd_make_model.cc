@@ -1,10 +1,10 @@
 // `pagoda make-model`: writes a synthetic llama / qwen2 / qwen3 GGUF or HF directory (see
-// tools/make_model.h).
+// model/make_model.h).
 #include <cstdio>
 
 #include "tools/commands.h"
-#include "tools/make_model.h"
-#include "tools/quantize.h"
+#include "model/make_model.h"
+#include "model/quantize.h"
 
 namespace pagoda::cli {
 namespace {
@@ -17,7 +17,7 @@ struct MakeModelArgs {
 };
 
 int RunMakeModel(MakeModelArgs& args) {
-  // q4_k_m is the Q4_K_M mix, selected by its base type Q4_K (see tools/quantize.h).
+  // q4_k_m is the Q4_K_M mix, selected by its base type Q4_K (see model/quantize.h).
   const auto dtype = ParseQuantMix(args.dtype) == QuantMix::kQ4_K_M ? std::optional(GgmlType::kQ4_K)
                                                                     : ParseTypeName(args.dtype);
   if (!dtype) {

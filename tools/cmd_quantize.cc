@@ -1,11 +1,11 @@
 // `pagoda quantize IN OUT --type q8_0|q4_0|q4_k_m`: rewrites a GGUF with its 2-D weights
-// quantized (see tools/quantize.h for the per-tensor mix).
+// quantized (see model/quantize.h for the per-tensor mix).
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "tools/commands.h"
-#include "tools/quantize.h"
+#include "model/quantize.h"
 
 namespace pagoda::cli {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul/matmul.h"
 
 namespace pagoda::cli {
 

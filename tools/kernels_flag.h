@@ -4,7 +4,7 @@
 //     PAGODA_KERNELS, which the kernels read once at their first use; the effective level is
 //     logged.
 //   --f16-matmul int16|exact|bf16: how F16 weights are multiplied in batches (see
-//     kernels/cpu/matmul.h F16Matmul). Sets PAGODA_F16_MATMUL.
+//     kernels/cpu/matmul/matmul.h F16Matmul). Sets PAGODA_F16_MATMUL.
 #pragma once
 
 #include <CLI/CLI.hpp>

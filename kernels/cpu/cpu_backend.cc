@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/flash_paged_attention.h"
-#include "kernels/cpu/kv_convert.h"
+#include "kernels/cpu/attention/flash_paged_attention.h"
+#include "kernels/cpu/attention/kv_convert.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/step_batch_check.h"
 

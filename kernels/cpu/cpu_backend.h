@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/cpu/attention_block_tkg.h"
+#include "kernels/cpu/attention/attention_block_tkg.h"
 #include "kernels/cpu/ops.h"
 #include "kvcache/kv_cache_config.h"
-#include "kvcache/kv_pool.h"
+#include "kernels/cpu/kv_pool.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 

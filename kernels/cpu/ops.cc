@@ -6,11 +6,11 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul/matmul.h"
 
 namespace pagoda::cpu {
 
-// The register-blocked, SIMD-dispatched kernels of kernels/cpu/matmul.h.
+// The register-blocked, SIMD-dispatched kernels of kernels/cpu/matmul/matmul.h.
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y) {
   mm::MatMul(w, x, n_tokens, y);
 }

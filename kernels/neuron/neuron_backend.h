@@ -108,7 +108,7 @@ class NeuronBackend final : public Backend {
 
 }  // namespace neuron
 
-// The factory tools/runtime.cc calls for `backend.type: neuron`.
+// The factory runtime/runtime.cc calls for `backend.type: neuron`.
 Result<std::unique_ptr<Backend>> CreateNeuronBackend(const ModelConfig& config,
                                                      const NeuronOptions& options,
                                                      const NeuronLimits& limits);

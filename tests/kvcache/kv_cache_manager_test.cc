@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kvcache/kv_pool.h"
+#include "kernels/cpu/kv_pool.h"
 
 namespace pagoda {
 namespace {

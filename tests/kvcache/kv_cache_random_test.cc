@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kvcache/kv_cache_manager.h"
-#include "kvcache/kv_pool.h"
+#include "kernels/cpu/kv_pool.h"
 
 namespace pagoda {
 namespace {

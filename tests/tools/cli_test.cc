@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul/matmul.h"
 #include "model/model.h"
 #include "model/tokenizer/sentencepiece_model.h"
 #include "tests/run_pagoda.h"

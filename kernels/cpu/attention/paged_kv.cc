@@ -1,0 +1,173 @@
+#include "kernels/cpu/attention/paged_kv.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/attention/kv_convert.h"
+#include "kernels/cpu/matmul/matmul.h"
+#include "model/tensor_types.h"
+
+namespace pagoda::cpu {
+
+const char* PagedKvDtypeName(PagedKvDtype dtype) {
+  switch (dtype) {
+    case PagedKvDtype::kF32:
+      return "f32";
+    case PagedKvDtype::kBf16:
+      return "bf16";
+    case PagedKvDtype::kF16:
+      return "f16";
+    case PagedKvDtype::kFp8E4m3:
+      return "fp8_e4m3";
+  }
+  return "?";
+}
+
+size_t PagedKvElementSize(PagedKvDtype dtype) {
+  switch (dtype) {
+    case PagedKvDtype::kF32:
+      return 4;
+    case PagedKvDtype::kBf16:
+    case PagedKvDtype::kF16:
+      return 2;
+    case PagedKvDtype::kFp8E4m3:
+      return 1;
+  }
+  return 0;
+}
+
+Status ValidatePagedKv(const PagedKvView& kv) {
+  if (kv.k == nullptr || kv.v == nullptr) return InvalidArgument("kv: k and v must be non-null");
+  if (kv.num_blocks <= 0 || kv.n_kv_heads <= 0 || kv.block_size <= 0 || kv.head_dim <= 0) {
+    return InvalidArgument("kv: num_blocks, n_kv_heads, block_size and head_dim must be > 0");
+  }
+  const bool fp8 = kv.dtype == PagedKvDtype::kFp8E4m3;
+  for (float s : {kv.k_scale, kv.v_scale}) {
+    if (!std::isfinite(s) || s <= 0.0f) {
+      return InvalidArgument("kv: k_scale/v_scale must be finite and > 0, got " +
+                             std::to_string(s));
+    }
+    if (!fp8 && s != 1.0f) {
+      return InvalidArgument(std::string("kv: k_scale/v_scale must be 1 for dtype ") +
+                             PagedKvDtypeName(kv.dtype));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateAttnSeqs(std::span<const AttnSeq> seqs, int64_t n_rows, const PagedKvView& kv) {
+  int64_t prev_end = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const AttnSeq& s = seqs[i];
+    const std::string name = "seqs[" + std::to_string(i) + "]";
+    if (s.q_start < 0 || s.q_len < 0 || s.ctx_len < 0) {
+      return InvalidArgument(name + ": q_start, q_len and ctx_len must be >= 0");
+    }
+    if (s.q_start < prev_end || static_cast<int64_t>(s.q_start) + s.q_len > n_rows) {
+      return InvalidArgument(name + ": rows [" + std::to_string(s.q_start) + ", +" +
+                             std::to_string(s.q_len) + ") overlap the previous sequence or pass " +
+                             std::to_string(n_rows) + " rows");
+    }
+    prev_end = static_cast<int64_t>(s.q_start) + s.q_len;
+    const int64_t need = (static_cast<int64_t>(s.ctx_len) + kv.block_size - 1) / kv.block_size;
+    if (static_cast<int64_t>(s.block_table.size()) < need) {
+      return InvalidArgument(name + ": block_table has " + std::to_string(s.block_table.size()) +
+                             " entries, ctx_len " + std::to_string(s.ctx_len) + " needs " +
+                             std::to_string(need));
+    }
+    for (int64_t j = 0; j < need; ++j) {
+      if (s.block_table[j] >= kv.num_blocks) {
+        return InvalidArgument(name + ": block_table[" + std::to_string(j) +
+                               "] = " + std::to_string(s.block_table[j]) + " >= num_blocks " +
+                               std::to_string(kv.num_blocks));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+namespace kv {
+
+uint16_t F32ToF16(float f) { return Fp32ToFp16(f); }
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,f16c"))) void F16RowToF32F16c(const uint16_t* src, float* dst,
+                                                          int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
+
+#endif
+
+}  // namespace
+
+void F16RowToF32(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // The matmul dispatch's one CPU detection (its kAvx2 includes F16C).
+  if (mm::BestSimdLevel() >= mm::SimdLevel::kAvx2) return F16RowToF32F16c(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
+
+// Same algorithm as kvcache/fp8_e4m3.cc (OCP e4m3fn).
+uint8_t F32ToFp8(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7f;   // NaN
+  if (abs >= 0x43e00000u) return sign | 0x7e;  // >= 448 (and inf): saturate
+  if (abs < 0x3c800000u) {                     // below 2^-6: subnormal, units of 2^-9
+    return sign | static_cast<uint8_t>(std::nearbyint(std::bit_cast<float>(abs) * 512.0f));
+  }
+  const uint32_t rounded = (abs + 0x7ffffu + ((abs >> 20) & 1u)) >> 20;
+  return sign | static_cast<uint8_t>(rounded - ((127u - 7u) << 3));
+}
+
+void EncodeRow(PagedKvDtype dtype, const float* src, float scale, void* dst, int64_t n) {
+  switch (dtype) {
+    case PagedKvDtype::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      break;
+    case PagedKvDtype::kBf16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = F32ToBf16(src[i]);
+      break;
+    case PagedKvDtype::kF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = F32ToF16(src[i]);
+      break;
+    case PagedKvDtype::kFp8E4m3:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(dst)[i] = F32ToFp8(src[i] * scale);
+      break;
+  }
+}
+
+void RoundTripRow(PagedKvDtype dtype, float scale, float* x, int64_t n) {
+  if (dtype == PagedKvDtype::kF32) return;
+  const float inv = 1.0f / scale;
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case PagedKvDtype::kBf16:
+        x[i] = Bf16ToF32(F32ToBf16(x[i]));
+        break;
+      case PagedKvDtype::kF16:
+        x[i] = F16ToF32(F32ToF16(x[i]));
+        break;
+      default:
+        x[i] = kFp8ToF32[F32ToFp8(x[i] * scale)] * inv;
+        break;
+    }
+  }
+}
+
+}  // namespace kv
+}  // namespace pagoda::cpu

@@ -1,0 +1,555 @@
+#include "kernels/cpu/matmul/matmul.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/matmul/matmul_kernels.h"
+#include "kernels/cpu/portable_math.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PAGODA_MM_X86 1
+#else
+#define PAGODA_MM_X86 0
+#endif
+
+namespace pagoda::cpu::mm {
+namespace {
+
+using internal::ActFormat;
+using internal::Activations;
+using internal::Kernel;
+
+constexpr int64_t kQ8Block = 32;
+constexpr int64_t kTileBytes = 256 * 1024;   // weight bytes per row tile (L2-sized)
+constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token chunk
+constexpr int64_t kMinTiles = 8;             // tasks per call, for load balance
+
+// ------------------------------------------------------------------------- portable F32 ----
+
+void BlockF32Portable(const uint8_t* w, int64_t w_stride, int64_t nr, const Activations& a,
+                      int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const float* wr = reinterpret_cast<const float*>(w + r * w_stride);
+    for (int64_t t = 0; t < nt; ++t) {
+      y[t * ldy + r] = DotPortable(wr, a.x + (t0 + t) * a.cols, a.cols);
+    }
+  }
+}
+
+// The kernel for `type` at `level`; fn == nullptr means "dequantize, then use F32's".
+Kernel SelectKernel(SimdLevel level, GgmlType type) {
+  if (level != SimdLevel::kPortable) return internal::X86Kernel(level, type);
+  if (type == GgmlType::kF32) return {BlockF32Portable, ActFormat::kF32, "portable/f32"};
+  return {};
+}
+
+// --------------------------------------------------------------------- activation prep ----
+
+inline uint16_t ToBf16(float f) {  // round to nearest even (NaN: quiet, sign kept)
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// One token: xq / xd blocks of 32 (d = amax / 127, q = round-to-nearest-even(x / d)).
+void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
+  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
+    const int64_t c0 = b * kQ8Block;
+    const int64_t n = std::clamp<int64_t>(cols - c0, 0, kQ8Block);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[c0 + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    xd[b] = d;
+    for (int64_t i = 0; i < kQ8Block; ++i) {
+      // Adding and subtracting 1.5 * 2^23 rounds to nearest even (|x * id| <= 127).
+      const float v = i < n ? x[c0 + i] * id : 0.0f;
+      const float q = (v + 12582912.0f) - 12582912.0f;
+      xq[c0 + i] = static_cast<int8_t>(q);
+    }
+  }
+}
+
+// One token of a K-quant row (cols a multiple of 256): one scale per 256 (d = amax / 127,
+// round to nearest even), the scaled sum of every 16 quantized values and, when xsum32 is not
+// null (kQ8KQ4), the plain sum of every 32 (|sum| <= 32 * 127).
+void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs, int16_t* xsum32) {
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + b * 256;
+    float amax = 0.0f;
+    for (int64_t i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    xd[b] = d;
+    for (int64_t g = 0; g < 16; ++g) {
+      int32_t sum = 0;
+      for (int64_t i = 16 * g; i < 16 * g + 16; ++i) {
+        const float q = (xb[i] * id + 12582912.0f) - 12582912.0f;
+        xq[b * 256 + i] = static_cast<int8_t>(q);
+        sum += static_cast<int32_t>(q);
+      }
+      xs[b * 16 + g] = d * static_cast<float>(sum);
+      if (xsum32 != nullptr) {
+        int16_t& pair = xsum32[b * 8 + g / 2];
+        pair = static_cast<int16_t>((g % 2 == 0 ? 0 : pair) + sum);
+      }
+    }
+  }
+}
+
+// Reorders each 128 quantized activations to [0, 32) [64, 96) [32, 64) [96, 128) (kQ8KQ4).
+void PermuteForQ4K(int8_t* xq, int64_t cols) {
+  int8_t tmp[128];
+  for (int64_t c = 0; c < cols; c += 128) {
+    std::memcpy(tmp, xq + c, 128);
+    std::memcpy(xq + c + 32, tmp + 64, 32);
+    std::memcpy(xq + c + 64, tmp + 32, 32);
+  }
+}
+
+// kQ8Vec: per group of 4 codes, -128 times their sum (ld codes -> ld / 4 start values).
+void LaneStarts(const int8_t* xq, int64_t ld, int32_t* xc) {
+  for (int64_t i = 0; i < ld / 4; ++i) {
+    xc[i] = -128 * (xq[4 * i] + xq[4 * i + 1] + xq[4 * i + 2] + xq[4 * i + 3]);
+  }
+}
+
+bool IsQ8(ActFormat f) {
+  return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Lanes;
+}
+
+// Owned storage behind an Activations view.
+struct PreparedActivations {
+  std::vector<uint16_t> xb;
+  std::vector<int8_t> xq;
+  std::vector<float> xd;
+  std::vector<float> xs;
+  std::vector<int32_t> xc;  // kQ8Vec
+  std::vector<uint8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
+  std::vector<float> xpd;
+  std::vector<int16_t> xi;    // kI16
+  std::vector<int16_t> xsum;  // kQ8KQ4
+  Activations view;
+};
+
+// kQ8Lanes: packs the Q8_0-quantized tokens of group g (16 tokens from 16g; missing ones are
+// zero) from p.xq / p.xd (kQ8 layout, row stride ld) into the lane layout.
+void PackLanes(PreparedActivations& p, int64_t n, int64_t g) {
+  const int64_t nb = p.view.cols / kQ8Block, ld = p.view.ld;
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* xp = p.xp.data() + (g * nb + b) * 512;
+    float* xd = p.xpd.data() + (g * nb + b) * 16;
+    for (int64_t l = 0; l < 16; ++l) {
+      const int64_t t = 16 * g + l;
+      if (t >= n) {  // padding token (code 0)
+        for (int64_t k = 0; k < 8; ++k) std::memset(xp + k * 64 + l * 4, 0x80, 4);
+        xd[l] = 0.0f;
+        continue;
+      }
+      const int8_t* q = p.xq.data() + t * ld + b * kQ8Block;
+      for (int64_t k = 0; k < 8; ++k) {
+        for (int64_t i = 0; i < 4; ++i) {
+          xp[k * 64 + l * 4 + i] = static_cast<uint8_t>(q[4 * k + i] + 128);
+        }
+      }
+      xd[l] = p.xd[t * (ld / kQ8Block) + b];
+    }
+  }
+}
+
+// Sizes p's buffers for n tokens (they only grow) and sets the view's row stride.
+void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) {
+  if (format == ActFormat::kBf16) {
+    p.view.ld = (cols + 31) / 32 * 32;
+    p.xb.assign(static_cast<size_t>(n * p.view.ld), 0);
+  } else if (format == ActFormat::kI16) {
+    p.view.ld = (cols + kQ8Block - 1) / kQ8Block * kQ8Block;
+    p.xi.resize(static_cast<size_t>(n * p.view.ld));
+    p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+  } else if (IsQ8(format)) {
+    p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
+    p.xq.resize(static_cast<size_t>(n * p.view.ld));
+    p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    if (format == ActFormat::kQ8Vec) p.xc.resize(static_cast<size_t>(n * p.view.ld / 4));
+    if (format == ActFormat::kQ8Lanes) {
+      const int64_t groups = (n + 15) / 16, nb = cols / kQ8Block;
+      p.xp.resize(static_cast<size_t>(groups * nb * 512));
+      p.xpd.resize(static_cast<size_t>(groups * nb * 16));
+    }
+  } else {  // kQ8K, kQ8KQ4
+    p.view.ld = cols;
+    p.xq.resize(static_cast<size_t>(n * cols));
+    p.xd.resize(static_cast<size_t>(n * cols / 256));
+    p.xs.resize(static_cast<size_t>(n * cols / 16));
+    if (format == ActFormat::kQ8KQ4) p.xsum.resize(static_cast<size_t>(n * cols / 32));
+  }
+}
+
+void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, PreparedActivations& p) {
+  p.view.x = x;
+  p.view.cols = cols;
+  if (format == ActFormat::kF32) return;
+  Reserve(format, n, cols, p);
+  const int64_t ld = p.view.ld;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t t = r.begin(); t < r.end(); ++t) {
+      const float* xt = x + t * cols;
+      if (format == ActFormat::kBf16) {
+        for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
+      } else if (format == ActFormat::kI16) {
+        internal::X86I16Quantizer()(xt, cols, ld, p.xi.data() + t * ld,
+                                    p.xd.data() + t * ld / kQ8Block);
+      } else if (IsQ8(format)) {
+        QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
+        if (format == ActFormat::kQ8Vec)
+          LaneStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / 4);
+      } else {
+        int8_t* xq = p.xq.data() + t * cols;
+        const bool q4 = format == ActFormat::kQ8KQ4;
+        QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16,
+                    q4 ? p.xsum.data() + t * cols / 32 : nullptr);
+        if (q4) PermuteForQ4K(xq, cols);
+      }
+    }
+  });
+  if (format == ActFormat::kQ8Lanes) {
+    tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { PackLanes(p, n, g); });
+  }
+  p.view.xp = p.xp.data();
+  p.view.xpd = p.xpd.data();
+  p.view.xb = p.xb.data();
+  p.view.xq = p.xq.data();
+  p.view.xd = p.xd.data();
+  p.view.xs = p.xs.data();
+  p.view.xc = p.xc.data();
+  p.view.xi = p.xi.data();
+  p.view.xsum = p.xsum.data();
+}
+
+// Rows per task: about kTileBytes of weights, a multiple of `align`, at least kMinTiles tasks.
+int64_t TileRows(int64_t rows, int64_t row_bytes, int64_t align) {
+  const int64_t tile = kTileBytes / std::max<int64_t>(1, row_bytes) / align * align;
+  const int64_t balanced = ((rows + kMinTiles - 1) / kMinTiles + align - 1) / align * align;
+  return std::max(align, std::min(tile, balanced));
+}
+
+// What each row tile becomes before the kernel runs on it.
+enum class RowConversion : int8_t {
+  kNone,  // the kernel reads the weights in their own format
+  kF32,   // dequantized to fp32 (types without a kernel at this level)
+  kBf16,  // F16 converted to bf16 (the opt-in F16Matmul::kBf16 batches)
+  kI16,   // converted to I16 lane tiles (matmul_kernels.h): F16 directly, others dequantized
+};
+
+struct Plan {
+  Kernel kernel;
+  RowConversion conversion = RowConversion::kNone;
+};
+
+// At kAvx512Vnni with enough tokens (prefill), the K-quant and Q4_0 products are compute-bound:
+// each row tile is dequantized and converted to I16 lane tiles once per call and multiplied with
+// vpdpwssd (2x the fp32 FMA rate) from 128 tokens on. pagoda_bench_matmul gate_up 5632 x 2048,
+// GFLOP/s at 128 / 512 tokens: Q4_K 290 / 368, Q6_K 195 / 315, Q4_0 258 / 349 (the bf16
+// conversion it replaced: 340 / 354, 211 / 311, 257 / 358, with 2^-8 instead of 2^-13 rounding);
+// bench model medium-q4_k_m prefill 512: 145 -> 155 tok/s. Q8_0 has its own int8 kernel for
+// batches; F16 follows MatMulOptions::f16; F32 and BF16 weights keep their exact paths.
+int64_t ConvertedMinTokens(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return 128;
+    default:
+      return std::numeric_limits<int64_t>::max();
+  }
+}
+
+// Q8_0 from this many tokens on, at kAvx512Vnni and above: the token-lane kernel (exact int8
+// products, 11 instructions per 512 of them).
+constexpr int64_t kQ8LanesMinTokens = 8;
+
+// F16 with this many tokens and more follows MatMulOptions::f16. Below it the per-call tile
+// conversion costs more than the faster products gain (int16, gate_up 5632 x 2048 with
+// pagoda_bench_matmul: 161 vs 187 GFLOP/s exact at 16 tokens, 224 vs 196 at 32).
+constexpr int64_t kF16FastMinTokens = 32;
+
+Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16) {
+  if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
+    if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
+      return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
+    }
+    if (f16 == F16Matmul::kInt16 && level >= SimdLevel::kAvx512Vnni) {
+      return {internal::X86I16Kernel(), RowConversion::kI16};
+    }
+  }
+  if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n_tokens >= kQ8LanesMinTokens) {
+    return {internal::X86Q8LanesKernel(), RowConversion::kNone};
+  }
+  if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {
+    return {internal::X86I16Kernel(), RowConversion::kI16};
+  }
+  const Kernel k = SelectKernel(level, type);
+  if (k.fn != nullptr) return {k, RowConversion::kNone};
+  return {SelectKernel(level, GgmlType::kF32), RowConversion::kF32};
+}
+
+int64_t TileRowBytes(const WeightView& w, RowConversion c) {
+  if (c == RowConversion::kF32) return w.cols * 4;
+  if (c == RowConversion::kBf16) return w.cols * 2;
+  if (c == RowConversion::kI16) return (w.cols + 31) / 32 * internal::kI16BlockBytes / 16;
+  return w.row_bytes;
+}
+
+struct TileBuffers {
+  std::vector<uint8_t> tile;  // converted rows
+  std::vector<float> rows;    // 16 dequantized rows (I16 conversion of types without a converter)
+};
+
+// Rows [r0, r0 + nr) of w as I16 lane tiles in buf.tile, group stride group_bytes: F16 rows
+// directly, other types 16 rows at a time dequantized to fp32 first.
+void ConvertI16Tile(const WeightView& w, int64_t r0, int64_t nr, int64_t group_bytes,
+                    TileBuffers& buf) {
+  buf.tile.resize(static_cast<size_t>((nr + 15) / 16 * group_bytes));
+  if (const internal::ToI16LanesFn direct = internal::X86I16Converter(w.type)) {
+    direct(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
+    return;
+  }
+  buf.rows.resize(static_cast<size_t>(16 * w.cols));
+  for (int64_t g = 0; g < nr; g += 16) {
+    const int64_t rows = std::min<int64_t>(16, nr - g);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(w.type, w.row(r0 + g + r), buf.rows.data() + r * w.cols, w.cols);
+    }
+    internal::X86I16Converter(GgmlType::kF32)(reinterpret_cast<const uint8_t*>(buf.rows.data()),
+                                              w.cols * 4, rows, w.cols,
+                                              buf.tile.data() + g / 16 * group_bytes);
+  }
+}
+
+// Rows [r0, r0 + nr) of w as the plan's kernel reads them; *stride = bytes between rows (I16
+// tiles: between groups of 16 rows).
+const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, int64_t nr,
+                           TileBuffers& buf, int64_t* stride) {
+  if (plan.conversion == RowConversion::kNone) return w.row(r0);
+  if (plan.conversion == RowConversion::kI16) {
+    *stride = 16 * TileRowBytes(w, plan.conversion);
+    ConvertI16Tile(w, r0, nr, *stride, buf);
+    return buf.tile.data();
+  }
+  *stride = TileRowBytes(w, plan.conversion);
+  buf.tile.resize(static_cast<size_t>(nr * *stride));
+  for (int64_t r = 0; r < nr; ++r) {
+    uint8_t* dst = buf.tile.data() + r * *stride;
+    if (plan.conversion == RowConversion::kF32) {
+      DequantizeRow(w.type, w.row(r0 + r), reinterpret_cast<float*>(dst), w.cols);
+      continue;
+    }
+    // kBf16: F16 rows (MakePlan's opt-in F16Matmul::kBf16).
+    internal::X86Bf16Converter(w.type)(w.row(r0 + r), reinterpret_cast<uint16_t*>(dst), w.cols);
+  }
+  return buf.tile.data();
+}
+}  // namespace
+
+SimdLevel BestSimdLevel() {
+  static const SimdLevel level = [] {
+#if PAGODA_MM_X86
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512dq");
+    if (avx512 && __builtin_cpu_supports("avx512vnni")) {
+      return __builtin_cpu_supports("avx512bf16") ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512Vnni;
+    }
+    if (avx512) return SimdLevel::kAvx512;
+    if (avx2) return SimdLevel::kAvx2;
+#endif
+    return SimdLevel::kPortable;
+  }();
+  return level;
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return "portable";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+    case SimdLevel::kAvx512Vnni:
+      return "avx512vnni";
+    case SimdLevel::kAvx512Bf16:
+      return "avx512bf16";
+  }
+  return "?";
+}
+
+std::optional<SimdLevel> ParseSimdLevel(std::string_view name) {
+  if (name == "auto") return BestSimdLevel();
+  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
+                      SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
+    if (name == SimdLevelName(l)) return l;
+  }
+  return std::nullopt;
+}
+
+SimdLevel DefaultMaxSimdLevel() {
+  static const SimdLevel level = [] {
+    const char* env = std::getenv("PAGODA_KERNELS");
+    const std::optional<SimdLevel> cap = ParseSimdLevel(env != nullptr ? env : "auto");
+    return std::min(cap.value_or(BestSimdLevel()), BestSimdLevel());
+  }();
+  return level;
+}
+
+const char* F16MatmulName(F16Matmul mode) {
+  switch (mode) {
+    case F16Matmul::kExact:
+      return "exact";
+    case F16Matmul::kInt16:
+      return "int16";
+    case F16Matmul::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+std::optional<F16Matmul> ParseF16Matmul(std::string_view name) {
+  for (F16Matmul m : {F16Matmul::kExact, F16Matmul::kInt16, F16Matmul::kBf16}) {
+    if (name == F16MatmulName(m)) return m;
+  }
+  return std::nullopt;
+}
+
+F16Matmul DefaultF16Matmul() {
+  static const F16Matmul mode = [] {
+    const char* env = std::getenv("PAGODA_F16_MATMUL");
+    return ParseF16Matmul(env != nullptr ? env : "").value_or(F16Matmul::kInt16);
+  }();
+  return mode;
+}
+
+SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
+  return std::min(options.max_level, BestSimdLevel());
+}
+
+const char* KernelName(GgmlType type, SimdLevel level) {
+  level = std::min(level, BestSimdLevel());
+  const Kernel k = SelectKernel(level, type);
+  if (k.fn != nullptr) return k.name;
+  constexpr const char* kNames[] = {"portable/dequant+f32", "avx2/dequant+f32",
+                                    "avx512/dequant+f32", "avx512vnni/dequant+f32",
+                                    "avx512bf16/dequant+f32"};
+  return kNames[static_cast<int>(level)];
+}
+
+namespace {
+
+// One matrix of a call: its output and its row tiles [first_tile, first_tile + n_tiles).
+struct Product {
+  const WeightView* w;
+  float* y;
+  int64_t tile_rows;
+  int64_t first_tile;
+};
+
+// Runs the products (same cols and type, so one plan and one set of prepared activations) in
+// one parallel loop over all their row tiles.
+void RunProducts(const Plan& plan, std::span<Product> products, const Activations& acts,
+                 int64_t n_tokens) {
+  int64_t n_tiles = 0;
+  // I16 tiles are whole groups of 16 rows, two groups per kernel tile.
+  const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : 4;
+  for (Product& p : products) {
+    p.tile_rows = TileRows(p.w->rows, TileRowBytes(*p.w, plan.conversion), row_align);
+    p.first_tile = n_tiles;
+    n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
+  }
+  // A register tile walks its rows for one token chunk (about kChunkBytes of fp32 activations,
+  // kept in cache). The token-lane kernel walks the whole tile once per group of 16 tokens
+  // instead, so it takes every token in one call and computes its weights' start values once
+  // per tile.
+  const int64_t cols = products.front().w->cols;
+  const int64_t chunk =
+      plan.kernel.act == ActFormat::kQ8Lanes
+          ? n_tokens
+          : std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16;
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, n_tiles, 1),
+      [&](const tbb::blocked_range<int64_t>& range) {
+        thread_local TileBuffers buffers;  // this worker's converted rows (grow-only)
+        for (int64_t i = range.begin(); i < range.end(); ++i) {
+          const Product& p =
+              *(std::upper_bound(products.begin(), products.end(), i,
+                                 [](int64_t v, const Product& q) { return v < q.first_tile; }) -
+                1);
+          const WeightView& w = *p.w;
+          const int64_t r0 = (i - p.first_tile) * p.tile_rows;
+          const int64_t nr = std::min(p.tile_rows, w.rows - r0);
+          int64_t stride = w.row_bytes;
+          const uint8_t* wt = ConvertTile(w, plan, r0, nr, buffers, &stride);
+          for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+            const int64_t nt = std::min(chunk, n_tokens - t0);
+            plan.kernel.fn(wt, stride, nr, acts, t0, nt, p.y + t0 * w.rows + r0, w.rows);
+          }
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+// Per calling thread and reused across calls (the buffers only grow): no allocation per call
+// once the largest shape has been seen. One set suffices: a call is done with them when its
+// parallel loop returns, before MatMulSameInput goes on to the next type. (The workers see this
+// thread's buffers through the Activations view they are handed.)
+PreparedActivations& ThreadActivations() {
+  thread_local PreparedActivations prepared;
+  return prepared;
+}
+
+}  // namespace
+
+void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
+            const MatMulOptions& options) {
+  const WeightView* ws[] = {&w};
+  float* ys[] = {y};
+  MatMulSameInput(ws, x, n_tokens, ys, options);
+}
+
+void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
+                     std::span<float* const> ys, const MatMulOptions& options) {
+  assert(ws.size() == ys.size());
+  if (n_tokens <= 0) return;
+  const SimdLevel level = EffectiveSimdLevel(options);
+  std::vector<Product> products;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->rows <= 0 || ws[i]->type != ws[0]->type) continue;
+    products.push_back({ws[i], ys[i], 0, 0});
+  }
+  if (!products.empty()) {
+    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16);
+    PreparedActivations& acts = ThreadActivations();
+    Prepare(plan.kernel.act, x, n_tokens, ws[0]->cols, acts);
+    RunProducts(plan, products, acts.view, n_tokens);
+  }
+  // Matrices of other types than the first: one call each.
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->type != ws[0]->type) MatMul(*ws[i], x, n_tokens, ys[i], options);
+  }
+}
+
+}  // namespace pagoda::cpu::mm

@@ -1,0 +1,102 @@
+// Internal interface between the MatMul driver (matmul.cc) and its per-level kernels
+// (matmul_x86.cc). Not for use outside kernels/cpu/matmul*.
+//
+// Prepared activations of one call (n tokens), built once by the driver:
+//   kF32:  x  fp32 [n][cols]                 (the caller's x)
+//   kBf16: xb bf16 [n][ld]                   (ld = cols rounded up to 32, zero padded)
+//   kQ8:   xq int8 [n][ld], blocks of 32     (ld = cols rounded up to 64: an even block count,
+//          xd fp32 [n][ld / 32] block scales   zero padded, scale 0 in the padding)
+//          x[t][c] ~= xd[t][c / 32] * xq[t][c]
+//   kQ8Vec: kQ8, plus
+//          xc int32 [n][ld / 32][8]          -128 * (sum of codes 4k..4k+3 of the block), the
+//                                            start value that removes a +128 weight bias
+//   kQ8K:  xq int8 [n][ld]                   (ld = cols, a multiple of 256: the K-quant rows)
+//          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
+//          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)
+//          x[t][c] ~= xd[t][c / 256] * xq[t][c]
+//   kQ8KQ4: kQ8K with xq in Q4_K's nibble order: each 128 columns stored as
+//          [0, 32) [64, 96) [32, 64) [96, 128) (xd, xs unchanged), so one 64-byte load of Q4_K
+//          codes masked to its low or high nibbles lines up with 64 consecutive xq bytes; and
+//          xsum int16 [n][cols / 32]          the sum of each 32 xq (natural order)
+//   kQ8Lanes: Q8_0-quantized activations (as kQ8) packed with tokens in the vector lanes, in
+//          groups of 16 tokens (a partial last group padded with zero tokens), nb = cols / 32:
+//          xp uint8 [group][nb][8][16 tokens][4]   xq + 128 (xq ^ 0x80) of codes 4k..4k+3 of
+//                                                  each token's block
+//          xpd fp32 [group][nb][16 tokens]         the block scales
+//   kI16:  xi int16 [n][ld]                  (ld = cols rounded up to 32, zero padded)
+//          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
+//          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
+//
+// I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
+// (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
+// / 32); per group and 32-column block b:
+//   codes int16 [16 pairs k][16 rows j][2]   w[16 g + j][32 b + 2 k + i] ~= scale[j] * code
+//   scale fp32 [16 rows]                     (the same 13-bit block quantization as kI16)
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/matmul/matmul.h"
+
+namespace pagoda::cpu::mm::internal {
+
+enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes, kI16 };
+
+struct Activations {
+  const float* x = nullptr;
+  const uint16_t* xb = nullptr;
+  const int8_t* xq = nullptr;
+  const float* xd = nullptr;
+  const float* xs = nullptr;      // kQ8K / kQ8KQ4 only
+  const int32_t* xc = nullptr;    // kQ8Vec only
+  const uint8_t* xp = nullptr;    // kQ8Lanes only
+  const float* xpd = nullptr;     // kQ8Lanes only
+  const int16_t* xi = nullptr;    // kI16 only
+  const int16_t* xsum = nullptr;  // kQ8KQ4 only
+  int64_t cols = 0;
+  int64_t ld = 0;  // row stride of xb / xq / xi in elements
+};
+
+// A block of rows x tokens: y[t * ldy + r] = sum_c W[r][c] x[t0 + t][c] for r < nr, t < nt.
+// Row r of the weights starts at w + r * w_stride bytes (cols elements in the kernel's type).
+using BlockFn = void (*)(const uint8_t* w, int64_t w_stride, int64_t nr, const Activations& a,
+                         int64_t t0, int64_t nt, float* y, int64_t ldy);
+
+struct Kernel {
+  BlockFn fn = nullptr;  // nullptr: no kernel for this type (dequantize to F32 first)
+  ActFormat act = ActFormat::kF32;
+  const char* name = "";
+};
+
+// The x86 kernel for `type` at `level` (a level the CPU supports, above kPortable); fn == nullptr
+// when there is none. Defined in matmul_x86.cc; always empty off x86-64.
+Kernel X86Kernel(SimdLevel level, GgmlType type);
+// Converts one weight row of `cols` elements to bf16 (round to nearest even) at dst.
+using ToBf16Fn = void (*)(const uint8_t* row, uint16_t* dst, int64_t cols);
+// The AVX512-BF16 converter for F16 rows (F16Matmul::kBf16); nullptr for other types. Only
+// called on CPUs with AVX512-BF16.
+ToBf16Fn X86Bf16Converter(GgmlType type);
+
+// The AVX512-VNNI Q8_0 kernel for kQ8Lanes activations (many tokens); requires the block's
+// t0 to be a multiple of 16.
+Kernel X86Q8LanesKernel();
+
+// The AVX512-VNNI kernel for I16 lane tiles x kI16 activations (w_stride = the group stride),
+// and the converter that writes those tiles from nr rows of F16 or F32 weights (`type`; row
+// stride ws bytes) at dst (nb * kI16BlockBytes * ceil(nr / 16) bytes); nullptr for other types
+// (the driver dequantizes them to F32 first). Defined in matmul_i16_x86.cc; empty / nullptr off
+// x86-64.
+constexpr int64_t kI16BlockBytes = 16 * 16 * 2 * 2 + 16 * 4;
+using ToI16LanesFn = void (*)(const uint8_t* w, int64_t ws, int64_t nr, int64_t cols, uint8_t* dst);
+Kernel X86I16Kernel();
+ToI16LanesFn X86I16Converter(GgmlType type);
+// Quantizes one token of fp32 activations (cols values) to kI16 (xi: ld codes, zero padded;
+// xd: ld / 32 scales).
+using QuantizeI16Fn = void (*)(const float* x, int64_t cols, int64_t ld, int16_t* xi, float* xd);
+QuantizeI16Fn X86I16Quantizer();
+
+// The x86 kernels for the 4/6-bit types (Q4_0, Q4_K, Q6_K) at `level`; fn == nullptr when there
+// is none. Defined in matmul_quant_x86.cc.
+Kernel X86QuantKernel(SimdLevel level, GgmlType type);
+
+}  // namespace pagoda::cpu::mm::internal

@@ -1,0 +1,79 @@
+// Q4_0, Q4_K and Q6_K MatMul kernels for AVX2, AVX-512 and AVX512-VNNI: one body
+// (matmul_quant_x86.inc, where the method and layouts are described) compiled once per level
+// under that level's target options, so the rest of the build stays at the baseline ISA.
+#include "kernels/cpu/matmul/matmul_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+// GCC 12's AVX-512 intrinsic headers self-initialise placeholder operands (GCC PR 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cpu/matmul/matmul_tiles.h"
+
+namespace pagoda::cpu::mm::internal {
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace qk_avx2 {
+#define PAGODA_QK_BITS 256
+#define PAGODA_QK_VNNI 0
+#define PAGODA_QK_NAME "avx2"
+#include "kernels/cpu/matmul/matmul_quant_x86.inc"
+#undef PAGODA_QK_BITS
+#undef PAGODA_QK_VNNI
+#undef PAGODA_QK_NAME
+}  // namespace qk_avx2
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+namespace qk_avx512 {
+#define PAGODA_QK_BITS 512
+#define PAGODA_QK_VNNI 0
+#define PAGODA_QK_NAME "avx512"
+#include "kernels/cpu/matmul/matmul_quant_x86.inc"
+#undef PAGODA_QK_BITS
+#undef PAGODA_QK_VNNI
+#undef PAGODA_QK_NAME
+}  // namespace qk_avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+namespace qk_vnni {
+#define PAGODA_QK_BITS 512
+#define PAGODA_QK_VNNI 1
+#define PAGODA_QK_NAME "avx512vnni"
+#include "kernels/cpu/matmul/matmul_quant_x86.inc"
+#undef PAGODA_QK_BITS
+#undef PAGODA_QK_VNNI
+#undef PAGODA_QK_NAME
+}  // namespace qk_vnni
+#pragma GCC pop_options
+
+Kernel X86QuantKernel(SimdLevel level, GgmlType type) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return {};
+    case SimdLevel::kAvx2:
+      return qk_avx2::Kernels(type);
+    case SimdLevel::kAvx512:
+      return qk_avx512::Kernels(type);
+    case SimdLevel::kAvx512Vnni:
+    case SimdLevel::kAvx512Bf16:
+      return qk_vnni::Kernels(type);
+  }
+  return {};
+}
+
+}  // namespace pagoda::cpu::mm::internal
+
+#pragma GCC diagnostic pop
+
+#endif  // x86-64 GCC

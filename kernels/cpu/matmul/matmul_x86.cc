@@ -1,0 +1,577 @@
+// AVX2 and AVX-512 MatMul kernels (layouts in matmul_kernels.h). Every function carries a GCC
+// target attribute, so the rest of the build stays at the baseline ISA; the driver only hands
+// these out at levels the CPU supports.
+//
+// Register blocking: a tile of R weight rows x T tokens keeps R * T vector accumulators while
+// it walks the columns once, so each weight vector is loaded (and widened / sign-split) once per
+// T tokens and each activation vector once per R rows. Each accumulator is reduced to a scalar
+// in a fixed order at the end: the result of (r, t) does not depend on R, T or the tiling.
+// Tiles: AVX-512 4 x 4 (fp, q8), AVX2 4 x 2 (fp), 2 x 2 (q8). A block (matmul_kernels.h BlockFn)
+// walks its rows in groups of R (outer) and, for each, its tokens in groups of T (inner).
+#include "kernels/cpu/matmul/matmul_kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+// GCC 12's AVX-512 intrinsic headers self-initialise placeholder operands (`__Y = __Y`), which
+// -Wuninitialized reports once they are inlined here (GCC PR 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/matmul/matmul_tiles.h"
+
+#define PAGODA_MM_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define PAGODA_MM_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
+#define PAGODA_MM_VNNI \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define PAGODA_MM_BF16 \
+  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace pagoda::cpu::mm::internal {
+namespace {
+
+constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
+
+enum class Wf { kF32, kF16, kBf16 };  // float weight formats widened in registers
+
+PAGODA_MM_AVX2 inline float Fp16Scale(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+template <Wf F>
+PAGODA_MM_AVX2 inline float ScalarW(const uint8_t* row, int64_t c) {
+  if constexpr (F == Wf::kF32) {
+    return reinterpret_cast<const float*>(row)[c];
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * c, 2);
+    if constexpr (F == Wf::kF16) return _cvtsh_ss(h);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+}
+
+// ---------------------------------------------------------------------------- AVX2 fp ----
+
+template <Wf F>
+PAGODA_MM_AVX2 inline __m256 LoadW8(const uint8_t* row, int64_t c) {
+  if constexpr (F == Wf::kF32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * c));
+    if constexpr (F == Wf::kF16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+PAGODA_MM_AVX2 inline float Sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Vector part over cols rounded down to 8, then the remaining columns in scalar.
+template <Wf F, int R, int T>
+PAGODA_MM_AVX2 void TileFp256(const uint8_t* w, int64_t ws, const float* x, int64_t cols, float* y,
+                              int64_t ldy) {
+  __m256 acc[R][T];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  const int64_t c8 = cols / 8 * 8;
+  for (int64_t c = 0; c < c8; c += 8) {
+    __m256 wv[R];
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] = LoadW8<F>(w + r * ws, c);
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * cols + c);
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      float s = Sum8(acc[r][t]);
+      for (int64_t c = c8; c < cols; ++c) s += ScalarW<F>(w + r * ws, c) * x[t * cols + c];
+      y[t * ldy + r] = s;
+    }
+  }
+}
+
+template <Wf F>
+PAGODA_MM_AVX2 void BlockFp256(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                               int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  ForEachTile<4, 2>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+    TileFp256<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy);
+  });
+}
+
+// ---------------------------------------------------------------------------- AVX2 q8 ----
+
+// Sign trick: |w| (unsigned) x (x * sign(w)) (signed) with vpmaddubsw, pairs summed by vpmaddwd.
+template <int R, int T>
+PAGODA_MM_AVX2 void TileQ8Avx2(const uint8_t* w, int64_t ws, const Activations& a, int64_t t0,
+                               float* y, int64_t ldy) {
+  const int64_t nb = a.cols / 32;
+  const int64_t nbx = a.ld / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][T];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i wq[R], aw[R];
+    float wd[R];
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + r * ws + b * kQ8Bytes;
+      wq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      aw[r] = _mm256_abs_epi8(wq[r]);
+      wd[r] = Fp16Scale(blk);
+    }
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      const int8_t* xq = a.xq + (t0 + t) * a.ld + b * 32;
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+      const float xd = a.xd[(t0 + t) * nbx + b];
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+        const __m256i p = _mm256_maddubs_epi16(aw[r], _mm256_sign_epi8(xv, wq[r]));
+        const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+        acc[r][t] = _mm256_fmadd_ps(s, _mm256_set1_ps(wd[r] * xd), acc[r][t]);
+      }
+    }
+  }
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = Sum8(acc[r][t]);
+  }
+}
+
+PAGODA_MM_AVX2 void BlockQ8Avx2(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  ForEachTile<2, 2>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+    TileQ8Avx2<R, T>(w + r * ws, ws, a, t0 + t, y + t * ldy + r, ldy);
+  });
+}
+
+// -------------------------------------------------------------------------- AVX-512 fp ----
+
+template <Wf F>
+PAGODA_MM_AVX512 inline __m512 LoadW16(const uint8_t* row, int64_t c, __mmask16 m) {
+  if constexpr (F == Wf::kF32) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + c);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, row + 2 * c);
+    if constexpr (F == Wf::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <Wf F, int R, int T>
+PAGODA_MM_AVX512 inline void StepFp512(const uint8_t* w, int64_t ws, const float* x, int64_t ldx,
+                                       int64_t c, __mmask16 m, __m512 (&acc)[R][T]) {
+  __m512 wv[R];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] = LoadW16<F>(w + r * ws, c, m);
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + c);
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+  }
+}
+
+// Full vectors of 16 columns, then one masked step for the column tail.
+template <Wf F, int R, int T>
+PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, int64_t cols,
+                                float* y, int64_t ldy) {
+  __m512 acc[R][T];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  const int64_t c16 = cols / 16 * 16;
+  for (int64_t c = 0; c < c16; c += 16) StepFp512<F, R, T>(w, ws, x, cols, c, 0xffff, acc);
+  if (c16 < cols) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (cols - c16)) - 1);
+    StepFp512<F, R, T>(w, ws, x, cols, c16, m, acc);
+  }
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+// One row x one token of 16-bit weights (the GEMV): four FMA chains, 64 columns per step. One
+// chain is bound by the FMA latency (16 columns per 4 cycles, about the DRAM rate per core) and
+// fell behind the read loop from DRAM. F32 keeps the single chain, so its GEMV result stays
+// equal to the batched tiles' (no test of ours relies on that for F16 / BF16).
+template <Wf F>
+PAGODA_MM_AVX512 float GemvFp512(const uint8_t* w, const float* x, int64_t cols) {
+  __m512 a0[1][1] = {{_mm512_setzero_ps()}}, a1[1][1] = {{_mm512_setzero_ps()}};
+  __m512 a2[1][1] = {{_mm512_setzero_ps()}}, a3[1][1] = {{_mm512_setzero_ps()}};
+  const int64_t c64 = cols / 64 * 64, c16 = cols / 16 * 16;
+  int64_t c = 0;
+  for (; c < c64; c += 64) {
+    StepFp512<F, 1, 1>(w, 0, x, cols, c, 0xffff, a0);
+    StepFp512<F, 1, 1>(w, 0, x, cols, c + 16, 0xffff, a1);
+    StepFp512<F, 1, 1>(w, 0, x, cols, c + 32, 0xffff, a2);
+    StepFp512<F, 1, 1>(w, 0, x, cols, c + 48, 0xffff, a3);
+  }
+  for (; c < c16; c += 16) StepFp512<F, 1, 1>(w, 0, x, cols, c, 0xffff, a0);
+  if (c16 < cols) {
+    StepFp512<F, 1, 1>(w, 0, x, cols, c16, static_cast<__mmask16>((1u << (cols - c16)) - 1), a1);
+  }
+  return _mm512_reduce_add_ps(
+      _mm512_add_ps(_mm512_add_ps(a0[0][0], a1[0][0]), _mm512_add_ps(a2[0][0], a3[0][0])));
+}
+
+template <Wf F>
+PAGODA_MM_AVX512 void BlockFp512(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                 int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+    const float* x = a.x + (t0 + t) * a.cols;
+    if constexpr (R == 1 && T == 1 && F != Wf::kF32) {
+      y[t * ldy + r] = GemvFp512<F>(w + r * ws, x, a.cols);
+    } else {
+      TileFp512<F, R, T>(w + r * ws, ws, x, a.cols, y + t * ldy + r, ldy);
+    }
+  });
+}
+
+// -------------------------------------------------------------------------- AVX-512 q8 ----
+// Blocks b and b + 1 share a register (lanes 0-7: block b, 8-15: block b + 1). An odd last
+// block runs with zero weights and scale in the upper half (the activations are padded to an
+// even block count with zeros).
+
+PAGODA_MM_AVX512 inline __m512i LoadQ8Pair(const uint8_t* blk, bool two) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  const __m256i hi =
+      two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 36)) : _mm256_setzero_si256();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+PAGODA_MM_AVX512 inline __m512 PairScale(float lo, float hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+
+PAGODA_MM_AVX512 inline __m512 WeightPairScale(const uint8_t* blk, bool two) {
+  return PairScale(Fp16Scale(blk), two ? Fp16Scale(blk + kQ8Bytes) : 0.0f);
+}
+
+template <int R, int T>
+PAGODA_MM_AVX512 inline void StoreSums(__m512 (&acc)[R][T], float* y, int64_t ldy) {
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+  }
+}
+
+// Sign trick (no VNNI): |w| x (x * sign(w)) with vpmaddubsw, the sign applied by a masked
+// subtract from zero (mask = sign bits of w).
+template <int R, int T>
+PAGODA_MM_AVX512 void TileQ8Sign512(const uint8_t* w, int64_t ws, const Activations& a, int64_t t0,
+                                    float* y, int64_t ldy) {
+  const int64_t nb = a.cols / 32;
+  const int64_t nbx = a.ld / 32;
+  const __m512i ones = _mm512_set1_epi16(1);
+  __m512 acc[R][T];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool two = b + 1 < nb;
+    __m512i aw[R];
+    __mmask64 neg[R];
+    __m512 wd[R];
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + r * ws + b * kQ8Bytes;
+      const __m512i wq = LoadQ8Pair(blk, two);
+      aw[r] = _mm512_abs_epi8(wq);
+      neg[r] = _mm512_movepi8_mask(wq);
+      wd[r] = WeightPairScale(blk, two);
+    }
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      const int64_t tok = t0 + t;
+      const __m512i xv = _mm512_loadu_si512(a.xq + tok * a.ld + b * 32);
+      const __m512 xd = PairScale(a.xd[tok * nbx + b], a.xd[tok * nbx + b + 1]);
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+        const __m512i sx = _mm512_mask_sub_epi8(xv, neg[r], _mm512_setzero_si512(), xv);
+        const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw[r], sx), ones);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(wd[r], xd), acc[r][t]);
+      }
+    }
+  }
+  StoreSums<R, T>(acc, y, ldy);
+}
+
+PAGODA_MM_AVX512 void BlockQ8Sign512(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                     int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+    TileQ8Sign512<R, T>(w + r * ws, ws, a, t0 + t, y + t * ldy + r, ldy);
+  });
+}
+
+// VNNI, one weight row at a time (GEMV and batches below the token-lane kernel's): 256-bit
+// steps of one block, the weights biased to unsigned (w ^ 0x80 = w + 128) and the bias removed
+// exactly by the activations' start value (kQ8Vec xc = -128 * sum of each lane's 4 codes):
+// per block a load + xor, vpdpbusd, a broadcast + convert of the fp16 scale and 3 fp ops, with
+// nothing recomputed per row from the activations. The row (a few KiB) stays in L1 across the
+// tokens, so the weights stream from memory once.
+// One block b of the row into acc[t] for T tokens.
+template <int T>
+PAGODA_MM_VNNI inline void StepQ8Vec(const uint8_t* w, const Activations& a, int64_t t0,
+                                     int64_t nbx, int64_t b, __m256 (&acc)[T]) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* blk = w + b * kQ8Bytes;
+  const __m256i wu =
+      _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), bias);
+  uint16_t h;
+  std::memcpy(&h, blk, 2);
+  const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+    const int64_t tok = t0 + t;
+    const __m256i start =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xc + (tok * nbx + b) * 8));
+    const __m256i xv =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + tok * a.ld + b * 32));
+    const __m256i dot = _mm256_dpbusd_epi32(start, wu, xv);
+    const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[tok * nbx + b]));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[t]);
+  }
+}
+
+template <int T>
+PAGODA_MM_VNNI void RowQ8Vec(const uint8_t* w, const Activations& a, int64_t t0, float* y,
+                             int64_t ldy) {
+  const int64_t nb = a.cols / 32, nbx = a.ld / 32;
+  __m256 even[T], odd[T];  // two chains: even and odd blocks
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    StepQ8Vec<T>(w, a, t0, nbx, b, even);
+    StepQ8Vec<T>(w, a, t0, nbx, b + 1, odd);
+  }
+  if (b < nb) StepQ8Vec<T>(w, a, t0, nbx, b, even);
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy] = Sum8(_mm256_add_ps(even[t], odd[t]));
+}
+
+PAGODA_MM_VNNI void BlockQ8Vec(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                               int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t t = 0; t < nt; t += 4) {
+      ForTile<1, 4>(1, std::min<int64_t>(4, nt - t), [&]<int R, int T>() {
+        RowQ8Vec<T>(w + r * ws, a, t0 + t, y + t * ldy + r, ldy);
+      });
+    }
+  }
+}
+
+// ---------------------------------------------------------------- VNNI, token lanes ----
+// Q8_0 x kQ8Lanes for many tokens: the 16 lanes of a zmm are 16 tokens, so vpdpbusd sums a
+// whole 32-element block per lane in 8 steps (the packed activations, biased to unsigned
+// x + 128, against a broadcast of 4 signed weight bytes straight from memory) before its one
+// scale multiply: 8 dot instructions + 4 ops per 16 x 32 products, where RowQ8Vec needs 8 per
+// 256. The bias adds 128 * (sum of the block's weights) to every lane; the start value
+// -128 * sum(w), computed once per block call for all its token groups, removes it exactly.
+
+// starts[r * nb + b] = -128 * (sum of the 32 weights of row r's block b).
+PAGODA_MM_VNNI void WeightStarts(const uint8_t* w, int64_t ws, int64_t nr, int64_t nb,
+                                 int32_t* starts) {
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * ws + b * kQ8Bytes + 2));
+      // Sums of (w + 128) per 8 bytes, then all 32 less 32 * 128.
+      const __m256i s8 = _mm256_sad_epu8(_mm256_xor_si256(q, bias), _mm256_setzero_si256());
+      __m128i s = _mm_add_epi64(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+      s = _mm_add_epi64(s, _mm_unpackhi_epi64(s, s));
+      starts[r * nb + b] = -128 * (_mm_cvtsi128_si32(s) - 32 * 128);
+    }
+  }
+}
+
+template <int R>
+PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const int32_t* starts,
+                                const Activations& a, int64_t g, float* y, int64_t ldy,
+                                int64_t nt) {
+  const int64_t nb = a.cols / 32;
+  __m512 acc[R];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* xp = a.xp + (g * nb + b) * 512;
+    __m512i xv[8];
+    PAGODA_UNROLL for (int k = 0; k < 8; ++k) xv[k] = _mm512_loadu_si512(xp + 64 * k);
+    const __m512 xd = _mm512_loadu_ps(a.xpd + (g * nb + b) * 16);
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w + r * ws + b * kQ8Bytes;
+      __m512i dot[2] = {_mm512_set1_epi32(starts[r * nb + b]), _mm512_setzero_si512()};
+      PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
+        int32_t four;
+        std::memcpy(&four, blk + 2 + 4 * k, 4);
+        dot[k % 2] = _mm512_dpbusd_epi32(dot[k % 2], xv[k], _mm512_set1_epi32(four));
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[0], dot[1])),
+                               _mm512_mul_ps(xd, _mm512_set1_ps(Fp16Scale(blk))), acc[r]);
+    }
+  }
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, acc[r]);
+    for (int64_t t = 0; t < nt; ++t) y[t * ldy + r] = lanes[t];
+  }
+}
+
+// t0 is a multiple of 16 (the driver's token chunks are).
+PAGODA_MM_VNNI void BlockQ8Lanes(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                 int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  const int64_t nb = a.cols / 32;
+  std::vector<int32_t> starts(static_cast<size_t>(nr * nb));
+  WeightStarts(w, ws, nr, nb, starts.data());
+  for (int64_t t = 0; t < nt; t += 16) {
+    const int64_t g = (t0 + t) / 16, n = std::min<int64_t>(16, nt - t);
+    float* yt = y + t * ldy;
+    int64_t r = 0;
+    const auto tile = [&]<int R>() {
+      TileQ8Lanes<R>(w + r * ws, ws, starts.data() + r * nb, a, g, yt + r, ldy, n);
+    };
+    for (; r + 8 <= nr; r += 8) tile.template operator()<8>();
+    for (; r + 4 <= nr; r += 4) tile.template operator()<4>();
+    for (; r < nr; ++r) tile.template operator()<1>();
+  }
+}
+
+// ------------------------------------------------------------------------ AVX512-BF16 ----
+// vdpbf16ps on 32 columns per step: bf16 weight rows x bf16-rounded activations (zero padded to
+// a multiple of 32 columns; the weight tail is a masked load).
+
+template <int R, int T>
+PAGODA_MM_BF16 inline void StepBf16(const uint8_t* w, int64_t ws, const uint16_t* xb, int64_t ld,
+                                    int64_t c, __mmask32 m, __m512 (&acc)[R][T]) {
+  __m512bh wv[R];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] =
+      (__m512bh)_mm512_maskz_loadu_epi16(m, w + r * ws + 2 * c);
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+    const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + t * ld + c);
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
+  }
+}
+
+template <int R, int T>
+PAGODA_MM_BF16 void TileBf16Dp(const uint8_t* w, int64_t ws, const Activations& a, int64_t t0,
+                               float* y, int64_t ldy) {
+  __m512 acc[R][T];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  const uint16_t* xb = a.xb + t0 * a.ld;
+  const int64_t c32 = a.cols / 32 * 32;
+  for (int64_t c = 0; c < c32; c += 32) StepBf16<R, T>(w, ws, xb, a.ld, c, ~0u, acc);
+  if (c32 < a.cols) {
+    const __mmask32 m = static_cast<__mmask32>((1u << (a.cols - c32)) - 1);
+    StepBf16<R, T>(w, ws, xb, a.ld, c32, m, acc);
+  }
+  StoreSums<R, T>(acc, y, ldy);
+}
+
+PAGODA_MM_BF16 void BlockBf16Dp(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+    TileBf16Dp<R, T>(w + r * ws, ws, a, t0 + t, y + t * ldy + r, ldy);
+  });
+}
+
+// ------------------------------------------------------------------ bf16 conversions ----
+// F16 rows to bf16 for the opt-in F16Matmul::kBf16 batch path (vcvtne2ps2bf16 rounds to
+// nearest even).
+
+PAGODA_MM_BF16 inline void StoreBf16x32(uint16_t* dst, __m512 lo, __m512 hi, __mmask32 m) {
+  _mm512_mask_storeu_epi16(dst, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+PAGODA_MM_BF16 void F16RowToBf16(const uint8_t* row, uint16_t* dst, int64_t cols) {
+  for (int64_t c = 0; c < cols; c += 32) {
+    const int64_t n = std::min<int64_t>(32, cols - c);
+    const __mmask32 m = n == 32 ? ~0u : static_cast<__mmask32>((1u << n) - 1);
+    const __m512i h = _mm512_maskz_loadu_epi16(m, row + 2 * c);
+    const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+    StoreBf16x32(dst + c, lo, hi, m);
+  }
+}
+
+// ----------------------------------------------------------------------------- tables ----
+// One entry per (level, type) with a kernel; add a quantized type with one Block function.
+
+Kernel Avx2Kernels(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return {BlockFp256<Wf::kF32>, ActFormat::kF32, "avx2/f32"};
+    case GgmlType::kF16:
+      return {BlockFp256<Wf::kF16>, ActFormat::kF32, "avx2/f16"};
+    case GgmlType::kBF16:
+      return {BlockFp256<Wf::kBf16>, ActFormat::kF32, "avx2/bf16"};
+    case GgmlType::kQ8_0:
+      return {BlockQ8Avx2, ActFormat::kQ8, "avx2/q8_0"};
+    default:
+      return X86QuantKernel(SimdLevel::kAvx2, type);
+  }
+}
+
+Kernel Avx512Kernels(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+      return {BlockFp512<Wf::kF32>, ActFormat::kF32, "avx512/f32"};
+    case GgmlType::kF16:
+      return {BlockFp512<Wf::kF16>, ActFormat::kF32, "avx512/f16"};
+    case GgmlType::kBF16:
+      return {BlockFp512<Wf::kBf16>, ActFormat::kF32, "avx512/bf16"};
+    case GgmlType::kQ8_0:
+      return {BlockQ8Sign512, ActFormat::kQ8, "avx512/q8_0"};
+    default:
+      return X86QuantKernel(SimdLevel::kAvx512, type);
+  }
+}
+
+}  // namespace
+
+Kernel X86Q8LanesKernel() { return {BlockQ8Lanes, ActFormat::kQ8Lanes, "avx512vnni/q8_0-lanes"}; }
+
+ToBf16Fn X86Bf16Converter(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF16:
+      return F16RowToBf16;
+    default:
+      return nullptr;
+  }
+}
+
+Kernel X86Kernel(SimdLevel level, GgmlType type) {
+  if (level == SimdLevel::kAvx2) return Avx2Kernels(type);
+  if (level >= SimdLevel::kAvx512Bf16 && type == GgmlType::kBF16) {
+    return {BlockBf16Dp, ActFormat::kBf16, "avx512bf16/bf16"};
+  }
+  if (level >= SimdLevel::kAvx512Vnni && type == GgmlType::kQ8_0) {
+    return {BlockQ8Vec, ActFormat::kQ8Vec, "avx512vnni/q8_0"};
+  }
+  if (level >= SimdLevel::kAvx512Vnni) {
+    const Kernel k = X86QuantKernel(SimdLevel::kAvx512Vnni, type);
+    if (k.fn != nullptr) return k;
+  }
+  return Avx512Kernels(type);
+}
+
+}  // namespace pagoda::cpu::mm::internal
+
+#pragma GCC diagnostic pop
+
+#else  // not x86-64 GCC
+
+namespace pagoda::cpu::mm::internal {
+Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
+ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
+Kernel X86Q8LanesKernel() { return {}; }
+Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
+}  // namespace pagoda::cpu::mm::internal
+
+#endif

@@ -1,0 +1,119 @@
+// The SIMD tile kernels of every level the CPU supports (portable, AVX2, AVX-512) against fp64
+// references: row-block and vector-width tails (rows 1..9, keys 1..64, d 8..136), the exp pass
+// and the row max; plus the level dispatch rules.
+#include "kernels/cpu/attention/attention_simd.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/attention/attention_core.h"
+#include "tests/kernels/cpu/attention/kernel_test_util.h"
+
+namespace pagoda::cpu {
+namespace {
+
+using attn::SimdLevel;
+using testing::Normal;
+using testing::Uniform;
+
+std::vector<SimdLevel> SupportedLevels() {
+  std::vector<SimdLevel> levels;
+  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (l <= attn::DetectedSimdLevel()) levels.push_back(l);
+  }
+  return levels;
+}
+
+std::string Name(const ::testing::TestParamInfo<SimdLevel>& info) {
+  return attn::SimdLevelName(info.param);
+}
+
+class AttentionSimdTest : public ::testing::TestWithParam<SimdLevel> {};
+
+// Random q rows (GQA layout with g = 3, so rows straddle tokens), keys and values.
+TEST_P(AttentionSimdTest, ScoresAndAccumulateMatchFp64) {
+  const attn::TileKernels& kern = attn::GetTileKernels(GetParam());
+  std::mt19937 rng(7);
+  const int32_t width = GetParam() == SimdLevel::kAvx512 ? 16 : 8;
+  for (int iter = 0; iter < 200; ++iter) {
+    const int32_t d = width * Uniform(rng, 1, 136 / width);
+    const int32_t rows = Uniform(rng, 1, 9), n = Uniform(rng, 1, attn::kKeyTile), g = 3;
+    const int32_t ld = attn::kKeyTile;
+    const int64_t q_stride = int64_t{g} * d + 5;
+    std::vector<float> q(static_cast<size_t>((rows + g) / g * q_stride)), o(q.size());
+    std::vector<float> kv(static_cast<size_t>(2 * n * d)), s(static_cast<size_t>(rows * ld));
+    for (float& x : q) x = Normal(rng);
+    for (float& x : o) x = Normal(rng);
+    for (float& x : kv) x = Normal(rng);
+    std::vector<const float*> k(n), v(n);
+    for (int32_t j = 0; j < n; ++j) k[j] = kv.data() + j * d, v[j] = kv.data() + (n + j) * d;
+    const attn::RowBlock rb{q.data(), q_stride, o.data(), q_stride, g, d, rows};
+    const std::vector<float> o_before = o;
+    kern.scores(rb, k.data(), n, 0.5f, s.data(), ld, attn::Prefetch{});
+    for (int32_t r = 0; r < rows; ++r) {
+      for (int32_t j = 0; j < n; ++j) {
+        double ref = 0;
+        for (int32_t x = 0; x < d; ++x) ref += double{rb.q_row(r)[x]} * k[j][x];
+        ASSERT_NEAR(s[r * ld + j], 0.5 * ref, 1e-5 * (1 + std::abs(ref))) << r << " " << j;
+      }
+    }
+    kern.accumulate(rb, s.data(), ld, v.data(), n, attn::Prefetch{});
+    for (int32_t r = 0; r < rows; ++r) {
+      const int64_t base = (r / g) * q_stride + (r % g) * d;
+      for (int32_t x = 0; x < d; ++x) {
+        double ref = o_before[base + x];
+        for (int32_t j = 0; j < n; ++j) ref += double{s[r * ld + j]} * v[j][x];
+        ASSERT_NEAR(o[base + x], ref, 1e-4 * (1 + std::abs(ref))) << "d " << d << " row " << r;
+      }
+    }
+    for (size_t i = 0; i < o.size(); ++i) {  // the padding between rows is untouched
+      if (static_cast<int64_t>(i % q_stride) >= int64_t{g} * d) {
+        ASSERT_EQ(o[i], o_before[i]);
+      }
+    }
+  }
+}
+
+TEST_P(AttentionSimdTest, ExpSumRowMaxAndScale) {
+  const attn::TileKernels& kern = attn::GetTileKernels(GetParam());
+  std::vector<float> x;
+  for (float v = -90.0f; v <= 0.0f; v += 0.001953125f) x.push_back(v);
+  x.push_back(-std::numeric_limits<float>::infinity());
+  while (x.size() % 16 != 0) x.push_back(-std::numeric_limits<float>::infinity());
+  std::vector<float> y = x;
+  EXPECT_EQ(kern.row_max(y.data(), static_cast<int32_t>(y.size())), 0.0f);
+  const float sum = kern.exp_sum(y.data(), static_cast<int32_t>(y.size()), 0.0f);
+  double ref_sum = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double ref = std::exp(static_cast<double>(x[i]));
+    if (x[i] < -87.0f) {
+      ASSERT_EQ(y[i], 0.0f) << x[i];
+    } else {
+      ASSERT_NEAR(y[i], ref, 4e-7 * ref) << x[i];
+      ref_sum += ref;
+    }
+  }
+  EXPECT_NEAR(sum, ref_sum, 1e-5 * ref_sum);
+  std::vector<float> o(48, 2.0f);
+  kern.scale(o.data(), 48, 0.25f);
+  for (float v : o) EXPECT_EQ(v, 0.5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, AttentionSimdTest, ::testing::ValuesIn(SupportedLevels()), Name);
+
+TEST(AttentionSimdDispatchTest, EffectiveLevelHonoursCapAndHeadDim) {
+  const SimdLevel best = attn::DetectedSimdLevel();
+  EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kPortable, 128), SimdLevel::kPortable);
+  EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 128), best);
+  EXPECT_LE(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 72), SimdLevel::kAvx2);  // 72 % 16 != 0
+  EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 100), SimdLevel::kPortable);
+  EXPECT_EQ(attn::DetectedSimdLevel(), best);  // decided once
+}
+
+}  // namespace
+}  // namespace pagoda::cpu

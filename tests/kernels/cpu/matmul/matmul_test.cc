@@ -1,0 +1,359 @@
+// kernels/cpu/matmul against a reference written here (dequantize the weights, fp64 dots) for
+// every weight type x SIMD level this CPU supports (each lower level forced) x batch size x
+// shape (rows not a multiple of the tiles, the smallest legal cols, vector / block tails, large
+// cols). Tolerances, with S = sum_c |w_rc| |x_tc|:
+//   F32, F16, BF16 (fp32 path): 2e-5 * S (fp32 accumulation; the weights widen exactly).
+//   BF16 at avx512bf16 (activations rounded to bf16): 2^-8 * S + 2e-5 * S.
+//   Q8_0, Q4_0 (activations quantized to int8 blocks of 32): sum_blocks sum_i |w_i| amax_b / 254,
+//     times 1.01, + 2e-5 * S; at the portable level (dequantize + fp32): 2e-5 * S.
+//   Q4_K, Q6_K (activations quantized to int8 blocks of 256): the same with 256-element blocks,
+//     + 1e-4 * S (the fp32 min / offset correction is subtracted from a larger sum).
+//   At avx512vnni+, batches of >= 128 tokens of Q4_0, Q4_K, Q6_K and of >= 32 tokens of F16 (the
+//     default int16 path: weights and activations quantized to 13 bits per block of 32): per
+//     block, (amax_w * sum |x| + amax_x * sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed,
+//     times 1.01, + 2e-5 * S (for the quantized types instead of their int8 terms above).
+//     F16's opt-in bf16 path (avx512bf16): 2^-7 * S + 2e-5 * S.
+// Also: the thread count does not change any output bit; the ops.h MatMul forwards here; level
+// names parse.
+#include "kernels/cpu/matmul/matmul.h"
+
+#include <gtest/gtest.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace pagoda::cpu::mm {
+namespace {
+
+struct Matrix {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // dequantized [rows][cols]
+  WeightView view() const {
+    const int64_t rb = *RowBytes(type, cols);
+    return WeightView{type, bytes.data(), rows, cols, rb};
+  }
+};
+
+Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Matrix m{type, rows, cols, {}, {}};
+  const int64_t rb = *RowBytes(type, cols);
+  m.bytes.resize(static_cast<size_t>(rows * rb));
+  m.deq.resize(static_cast<size_t>(rows * cols));
+  std::vector<float> src(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    // Varying magnitudes per row and some exact zeros exercise scales and the sign tricks.
+    const float scale = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
+    for (int64_t c = 0; c < cols; ++c) src[c] = (c % 11 == 3) ? 0.0f : normal(rng) * scale;
+    QuantizeRow(type, src.data(), m.bytes.data() + r * rb, cols);
+    DequantizeRow(type, m.bytes.data() + r * rb, m.deq.data() + r * cols, cols);
+  }
+  return m;
+}
+
+std::vector<float> RandomActivations(int64_t n, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (float& v : x) v = normal(rng);
+  if (!x.empty()) x[0] = 0.0f;
+  return x;
+}
+
+bool IsKQuant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+
+// The int16 path's rounding bound for weight row w and token x (see the file comment).
+double I16Bound(const float* w, const float* x, int64_t cols) {
+  double bound = 0.0;
+  for (int64_t b = 0; b < cols; b += 32) {
+    double wmax = 0.0, xmax = 0.0, wsum = 0.0, xsum = 0.0;
+    for (int64_t c = b; c < std::min(cols, b + 32); ++c) {
+      wmax = std::max(wmax, std::fabs(static_cast<double>(w[c])));
+      xmax = std::max(xmax, std::fabs(static_cast<double>(x[c])));
+      wsum += std::fabs(w[c]);
+      xsum += std::fabs(x[c]);
+    }
+    bound += (wmax * xsum + xmax * wsum) / 16382.0 + 32.0 * wmax * xmax / (16382.0 * 16382.0);
+  }
+  return 1.01 * bound;
+}
+
+// Whether MatMul takes F16's fast batch path `mode` for n tokens at `level`.
+bool F16FastPath(F16Matmul mode, SimdLevel level, int64_t n) {
+  if (n < 32) return false;
+  if (mode == F16Matmul::kInt16) return level >= SimdLevel::kAvx512Vnni;
+  return mode == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16;
+}
+
+// |y - ref| bound for element (t, r) of a MatMul call with n tokens and default options (see
+// the file comment).
+double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_t n) {
+  const float* w = m.deq.data() + r * m.cols;
+  const int64_t act_block = IsKQuant(m.type) ? 256 : 32;
+  double s = 0.0, q8 = 0.0;
+  for (int64_t b = 0; b < m.cols; b += act_block) {
+    double amax = 0.0, wsum = 0.0;
+    for (int64_t c = b; c < std::min(m.cols, b + act_block); ++c) {
+      s += std::fabs(static_cast<double>(w[c]) * x[c]);
+      amax = std::max(amax, static_cast<double>(std::fabs(x[c])));
+      wsum += std::fabs(w[c]);
+    }
+    q8 += wsum * amax / 254.0;
+  }
+  double bound = 2e-5 * s + 1e-30;
+  const bool converted = m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
+  if (converted && level >= SimdLevel::kAvx512Vnni && n >= 128) {
+    return bound + I16Bound(w, x, m.cols);  // dequantized weights, int16 activations
+  }
+  if (m.type == GgmlType::kBF16 && level >= SimdLevel::kAvx512Bf16) bound += s / 256.0;
+  const bool int8_acts = m.type == GgmlType::kQ8_0 || m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
+  if (int8_acts && level > SimdLevel::kPortable) bound += 1.01 * q8;
+  if (IsKQuant(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
+  if (m.type == GgmlType::kF16 && F16FastPath(DefaultF16Matmul(), level, n)) {
+    bound += DefaultF16Matmul() == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
+  }
+  return bound;
+}
+
+// `batch`: the n_tokens of the MatMul call that produced y (default n).
+void ExpectMatches(const Matrix& m, const std::vector<float>& x, int64_t n,
+                   const std::vector<float>& y, SimdLevel level, int64_t batch = -1) {
+  if (batch < 0) batch = n;
+  int failures = 0;
+  for (int64_t t = 0; t < n && failures < 5; ++t) {
+    const float* xt = x.data() + t * m.cols;
+    for (int64_t r = 0; r < m.rows && failures < 5; ++r) {
+      const float* w = m.deq.data() + r * m.cols;
+      double ref = 0.0;
+      for (int64_t c = 0; c < m.cols; ++c) ref += static_cast<double>(w[c]) * xt[c];
+      const double err = std::fabs(y[t * m.rows + r] - ref);
+      if (!(err <= Bound(m, xt, r, level, batch))) {
+        ++failures;
+        ADD_FAILURE() << "t=" << t << " r=" << r << " y=" << y[t * m.rows + r] << " ref=" << ref
+                      << " bound=" << Bound(m, xt, r, level, batch);
+      }
+    }
+  }
+}
+
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> levels;
+  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
+                      SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
+    if (l <= BestSimdLevel()) levels.push_back(l);
+  }
+  return levels;
+}
+
+using Param = std::tuple<GgmlType, SimdLevel>;
+
+class MatMulTest : public ::testing::TestWithParam<Param> {};
+
+// cols per type: the smallest legal, vector / block tails, and large.
+std::vector<int64_t> ColsFor(GgmlType type) {
+  if (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) return {32, 64, 96, 1056, 4096};
+  if (IsKQuant(type)) return {256, 512, 768, 2048, 4096};
+  return {1, 7, 16, 33, 100, 1056, 4096};
+}
+
+TEST_P(MatMulTest, MatchesFp64Reference) {
+  const auto [type, level] = GetParam();
+  const MatMulOptions options{level};
+  uint32_t seed = 1;
+  for (int64_t cols : ColsFor(type)) {
+    for (int64_t rows : {1, 3, 5, 37}) {
+      if (cols >= 4096 && rows < 37) continue;
+      const Matrix m = RandomMatrix(type, rows, cols, seed++);
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 16, 33, 64}) {
+        if (cols >= 1056 && n > 8 && n != 33) continue;  // keep the fp64 reference cheap
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
+        const std::vector<float> x = RandomActivations(n, cols, seed++);
+        std::vector<float> y(static_cast<size_t>(n * rows), NAN);
+        MatMul(m.view(), x.data(), n, y.data(), options);
+        ExpectMatches(m, x, n, y, level);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// Many token chunks and row tiles (large n and rows), checked on a sample of outputs.
+TEST_P(MatMulTest, LargeBatchManyTiles) {
+  const auto [type, level] = GetParam();
+  const int64_t rows = 301, cols = 2048, n = 130;  // >= 128: every type's converted path
+  const Matrix m = RandomMatrix(type, rows, cols, 77);
+  const std::vector<float> x = RandomActivations(n, cols, 78);
+  std::vector<float> y(static_cast<size_t>(n * rows), NAN);
+  MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
+  for (int64_t t : {0, 31, 32, 63, 64, 129}) {
+    const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+    std::vector<float> yt(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) yt[r] = y[t * rows + r];
+    SCOPED_TRACE(::testing::Message() << "t=" << t);
+    ExpectMatches(m, xt, 1, yt, level, n);
+  }
+}
+
+// Same bits with 1 and 2 threads (each output computed by one task in a fixed order).
+TEST_P(MatMulTest, DeterministicAcrossThreadCounts) {
+  const auto [type, level] = GetParam();
+  const int64_t rows = 517, cols = 1024, n = 9;
+  const Matrix m = RandomMatrix(type, rows, cols, 5);
+  const std::vector<float> x = RandomActivations(n, cols, 6);
+  std::vector<float> y1(static_cast<size_t>(n * rows)), y2(y1.size());
+  tbb::task_arena(1).execute([&] { MatMul(m.view(), x.data(), n, y1.data(), {level}); });
+  tbb::task_arena(2).execute([&] { MatMul(m.view(), x.data(), n, y2.data(), {level}); });
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
+}
+
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(TypeName(std::get<0>(info.param))) + "_" +
+         SimdLevelName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypesAndLevels, MatMulTest,
+                         ::testing::Combine(::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                                              GgmlType::kBF16, GgmlType::kQ8_0,
+                                                              GgmlType::kQ4_0, GgmlType::kQ4_K,
+                                                              GgmlType::kQ6_K),
+                                            ::testing::ValuesIn(Levels())),
+                         ParamName);
+
+// Each F16 batch mode: within its bound where it applies, and exactly the exact path below 32
+// tokens or below its level.
+TEST(MatMulApiTest, F16BatchModesStayWithinTheirBounds) {
+  const Matrix m = RandomMatrix(GgmlType::kF16, 37, 1056, 21);
+  for (F16Matmul mode : {F16Matmul::kInt16, F16Matmul::kBf16}) {
+    for (SimdLevel level : Levels()) {
+      for (int64_t n : {3, 16, 33}) {
+        SCOPED_TRACE(::testing::Message()
+                     << F16MatmulName(mode) << " " << SimdLevelName(level) << " n=" << n);
+        const std::vector<float> x = RandomActivations(n, m.cols, 22);
+        std::vector<float> fast(static_cast<size_t>(n * m.rows)), exact(fast.size());
+        MatMul(m.view(), x.data(), n, fast.data(), MatMulOptions{level, mode});
+        MatMul(m.view(), x.data(), n, exact.data(), MatMulOptions{level, F16Matmul::kExact});
+        if (!F16FastPath(mode, level, n)) {
+          EXPECT_EQ(0, std::memcmp(fast.data(), exact.data(), fast.size() * sizeof(float)));
+          continue;
+        }
+        for (int64_t t = 0; t < n; ++t) {
+          const float* xt = x.data() + t * m.cols;
+          for (int64_t r = 0; r < m.rows; ++r) {
+            const float* w = m.deq.data() + r * m.cols;
+            double ref = 0.0, s = 0.0;
+            for (int64_t c = 0; c < m.cols; ++c) {
+              ref += static_cast<double>(w[c]) * xt[c];
+              s += std::fabs(static_cast<double>(w[c]) * xt[c]);
+            }
+            const double bound =
+                2e-5 * s + (mode == F16Matmul::kInt16 ? I16Bound(w, xt, m.cols) : s / 128.0);
+            ASSERT_LE(std::fabs(fast[t * m.rows + r] - ref), bound) << "t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Non-finite values reach the outputs on the int16 path as with exact products (the path at
+// avx512vnni+, exact products below): a weight row or a token with an inf / NaN gives
+// non-finite outputs there and leaves the others finite.
+TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
+  Matrix m = RandomMatrix(GgmlType::kF16, 40, 100, 31);
+  const uint16_t kInfF16 = 0x7c00;
+  std::memcpy(m.bytes.data() + 7 * m.view().row_bytes + 2 * 50, &kInfF16, 2);  // row 7
+  const int64_t n = 33;  // >= 32: the int16 path where the level has it
+  std::vector<float> x = RandomActivations(n, m.cols, 32);
+  x[5 * m.cols + 99] = NAN;  // token 5
+  for (SimdLevel level : Levels()) {
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<float> y(static_cast<size_t>(n * m.rows));
+    MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level, F16Matmul::kInt16});
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < m.rows; ++r) {
+        EXPECT_EQ(std::isfinite(y[t * m.rows + r]), t != 5 && r != 7) << "t=" << t << " r=" << r;
+      }
+    }
+  }
+}
+
+TEST(MatMulApiTest, F16MatmulNamesParse) {
+  for (F16Matmul mode : {F16Matmul::kExact, F16Matmul::kInt16, F16Matmul::kBf16}) {
+    EXPECT_EQ(ParseF16Matmul(F16MatmulName(mode)), mode);
+  }
+  EXPECT_FALSE(ParseF16Matmul("fast").has_value());
+}
+
+TEST(MatMulApiTest, LevelNamesParse) {
+  for (SimdLevel l : Levels()) EXPECT_EQ(ParseSimdLevel(SimdLevelName(l)), l);
+  EXPECT_EQ(ParseSimdLevel("auto"), BestSimdLevel());
+  EXPECT_FALSE(ParseSimdLevel("sse9").has_value());
+  EXPECT_LE(DefaultMaxSimdLevel(), BestSimdLevel());
+  EXPECT_EQ(EffectiveSimdLevel(MatMulOptions{SimdLevel::kPortable}), SimdLevel::kPortable);
+  EXPECT_STREQ(KernelName(GgmlType::kF32, SimdLevel::kPortable), "portable/f32");
+  EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kPortable), "portable/dequant+f32");
+  if (BestSimdLevel() >= SimdLevel::kAvx2) {
+    EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx2), "avx2/q4_k");
+    EXPECT_STREQ(KernelName(GgmlType::kQ6_K, SimdLevel::kAvx2), "avx2/q6_k");
+    EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kAvx2), "avx2/q4_0");
+  }
+  if (BestSimdLevel() >= SimdLevel::kAvx512Vnni) {
+    EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Vnni), "avx512vnni/q4_k");
+    EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Bf16), "avx512vnni/q4_k");
+  }
+}
+
+// MatMulSameInput gives MatMul's bits for every matrix, also when their types differ (a
+// Q4_K_M layer's q / k in Q4_K and v in Q6_K) and for an empty matrix.
+TEST(MatMulApiTest, SameInputMatchesMatMulBitForBit) {
+  const std::vector<Matrix> ms = {
+      RandomMatrix(GgmlType::kQ4_K, 70, 512, 41), RandomMatrix(GgmlType::kQ4_K, 33, 512, 42),
+      RandomMatrix(GgmlType::kQ6_K, 17, 512, 43), RandomMatrix(GgmlType::kQ4_K, 0, 512, 44)};
+  std::vector<WeightView> views;
+  for (const Matrix& m : ms) views.push_back(m.view());
+  const std::vector<const WeightView*> ws = {&views[0], &views[1], &views[2], &views[3]};
+  for (SimdLevel level : Levels()) {
+    for (int64_t n : {1, 33, 130}) {
+      SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n);
+      const std::vector<float> x = RandomActivations(n, 512, 45);
+      std::vector<std::vector<float>> shared(ms.size()), single(ms.size());
+      std::vector<float*> ys;
+      for (size_t i = 0; i < ms.size(); ++i) {
+        shared[i].assign(static_cast<size_t>(n * ms[i].rows) + 1, NAN);
+        single[i].assign(shared[i].size(), NAN);
+        ys.push_back(shared[i].data());
+        MatMul(views[i], x.data(), n, single[i].data(), MatMulOptions{level});
+      }
+      MatMulSameInput(ws, x.data(), n, ys, MatMulOptions{level});
+      for (size_t i = 0; i < ms.size(); ++i) {
+        EXPECT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4)) << i;
+      }
+    }
+  }
+}
+
+// pagoda::cpu::MatMul (ops.h) gives the same bits as mm::MatMul with the default options.
+TEST(MatMulApiTest, OpsMatMulForwards) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    const Matrix m = RandomMatrix(type, 70, 256, 9);
+    const std::vector<float> x = RandomActivations(3, 256, 10);
+    std::vector<float> a(3 * 70), b(3 * 70);
+    pagoda::cpu::MatMul(m.view(), x.data(), 3, a.data());
+    MatMul(m.view(), x.data(), 3, b.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::cpu::mm

@@ -1,0 +1,269 @@
+// The Neuron backend against the fake libnrt: start-up errors (exact messages, exit codes),
+// greedy parity with the CPU backend through the engine, failure injection and leak counters.
+#include "kernels/neuron/neuron_backend.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "scheduler/engine.h"
+#include "tests/kernels/neuron/fake_artifacts.h"
+#include "tests/kernels/neuron/fake_nrt.h"
+#include "tests/test_data.h"
+#include "runtime/runtime.h"
+
+namespace pagoda {
+namespace {
+
+const std::string kModel = testing::SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
+
+FakeNrtCounters Counters() {
+  void* h = dlopen(FAKE_NRT_PATH, RTLD_NOW | RTLD_NOLOAD);
+  FakeNrtCounters c{};
+  if (h == nullptr) return c;
+  reinterpret_cast<FakeNrtGetCountersFn>(dlsym(h, "fake_nrt_get_counters"))(&c);
+  return c;
+}
+
+class NeuronBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = LoadModel(kModel);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(m).value();
+    fa_.model_path = kModel;
+    fa_.config = model_->config;
+    fa_.buckets = {{"decode_b1", true, 1, 8},
+                   {"decode_b2", true, 2, 8},
+                   {"decode_b4", true, 4, 8},
+                   {"prefill_t16", false, 16, 8},
+                   {"prefill_t64", false, 64, 8}};
+    opts_.runtime_library = FAKE_NRT_PATH;
+    opts_.artifacts_dir = dir_.File("");
+    opts_.artifacts_dir.pop_back();  // no trailing slash
+    ::unsetenv("FAKE_NRT_FAIL");
+  }
+  Result<std::unique_ptr<Backend>> Create() {
+    Status st = testing::WriteFakeArtifacts(opts_.artifacts_dir, fa_);
+    if (!st.ok()) return st;
+    return CreateNeuronBackend(model_->config, opts_, NeuronLimits{8, 64});
+  }
+  std::unique_ptr<Engine> MakeEngine(Backend& b) {
+    EngineConfig ec;
+    ec.scheduler.max_num_seqs = 8;
+    ec.scheduler.max_num_batched_tokens = 64;
+    auto e = Engine::Create(*model_->tokenizer, b, ec);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return std::move(e).value();
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Model> model_;
+  testing::FakeArtifactOptions fa_;
+  NeuronOptions opts_;
+};
+
+TEST_F(NeuronBackendTest, LibraryMissing) {
+  opts_.runtime_library = "/nonexistent/libnrt.so.1";
+  auto b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: cannot load the Neuron runtime library (libnrt.so.1).\n"
+            "  tried: /nonexistent/libnrt.so.1: /nonexistent/libnrt.so.1: cannot open shared "
+            "object file: No such file or directory\n"
+            "  The Neuron backend needs an Inf2/Trn1/Trn2 instance with the aws-neuronx-dkms "
+            "driver and the\n  aws-neuronx-runtime-lib package. Set neuron.runtime_library to "
+            "its path, or run with `backend: cpu`.");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
+}
+
+TEST_F(NeuronBackendTest, SymbolMissing) {
+  opts_.runtime_library = FAKE_NRT_STUB_PATH;
+  auto b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), std::string("neuron backend: ") + FAKE_NRT_STUB_PATH +
+                                      " lacks required symbol 'nrt_execute' (libnrt 2.99.0).");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
+}
+
+TEST_F(NeuronBackendTest, ManifestMismatchPrintsADiff) {
+  fa_.wrong_shape_program = "decode_b2";
+  auto b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: program 'decode_b2' (" + opts_.artifacts_dir +
+                "/decode_b2.neff) does not match the manifest (- manifest, + runtime):\n"
+                "  - input input_ids i32[2] (8 bytes)\n  + input input_ids i32[3] (12 bytes)\n");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+  EXPECT_EQ(Counters().leaked_at_last_close, 0);
+}
+
+TEST_F(NeuronBackendTest, ModelDimsAndLncMismatch) {
+  fa_.manifest_vocab = 1000;
+  auto b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "neuron backend: manifest " + opts_.artifacts_dir +
+                                      "/manifest.json: model.vocab is 1000 but the model has 512");
+  fa_.manifest_vocab = 0;
+  opts_.logical_nc_config = 1;
+  b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: LNC mismatch: neuron.logical_nc_config is 1 but the manifest " +
+                opts_.artifacts_dir +
+                "/manifest.json was compiled for lnc 2 (recompile with -lnc 1, or set "
+                "neuron.logical_nc_config: 2)");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+}
+
+TEST_F(NeuronBackendTest, EnvConflict) {
+  opts_.visible_cores = "0";
+  ::setenv("NEURON_RT_VISIBLE_CORES", "1", 1);
+  auto b = Create();
+  ::unsetenv("NEURON_RT_VISIBLE_CORES");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: environment NEURON_RT_VISIBLE_CORES=\"1\" conflicts with "
+            "neuron.visible_cores \"0\" (unset the variable or make the two equal)");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronBadConfig);
+}
+
+TEST_F(NeuronBackendTest, BucketsEnableLoadsOnlyTheListedPrograms) {
+  opts_.buckets_enable = {"prefill_t16", "decode_b2"};
+  const int64_t before = Counters().models_loaded;
+  {
+    auto b = Create();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(Counters().models_loaded - before, 2);
+    EXPECT_EQ((*b)->capabilities().max_model_len, 128);
+  }
+  opts_.buckets_enable = {"decode_b2", "decode_b2"};
+  auto b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: neuron.buckets.enable: 'decode_b2' is listed more than once");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronBadConfig);
+  opts_.buckets_enable = {"decode_b1", "decode_b4"};
+  b = Create();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "neuron backend: manifest " + opts_.artifacts_dir +
+                                      "/manifest.json: needs at least one prefill and one decode "
+                                      "program");
+}
+
+TEST_F(NeuronBackendTest, InitFailureHasDiagnostics) {
+  ::setenv("FAKE_NRT_FAIL", "nrt_init:1", 1);
+  auto b = Create();
+  ::unsetenv("FAKE_NRT_FAIL");
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(b.status().message().starts_with(
+      "neuron backend: nrt_init failed: NRT_FAILURE (1).\n  /dev/neuron*: "))
+      << b.status().message();
+  EXPECT_NE(b.status().message().find("neuron-ls"), std::string::npos);
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
+}
+
+TEST_F(NeuronBackendTest, NonFiniteWarmupLogitsFailStartup) {
+  ::setenv("FAKE_NRT_NAN_OUTPUT", "1", 1);
+  auto b = Create();
+  ::unsetenv("FAKE_NRT_NAN_OUTPUT");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(),
+            "neuron backend: warm-up of 'decode_b1' produced non-finite logits");
+  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+  EXPECT_EQ(Counters().leaked_at_last_close, 0);
+}
+
+// Runs every reference prompt concurrently; returns the greedy tokens per prompt ("" on error).
+std::vector<std::vector<int32_t>> RunPrompts(Engine& engine, const nlohmann::json& ref,
+                                             int max_tokens, std::vector<bool>* failed) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < ref["cases"].size(); ++i) {
+    Request r;
+    r.request_id = "r" + std::to_string(i);
+    r.prompt_token_ids = ref["cases"][i]["prompt_tokens"].get<std::vector<int32_t>>();
+    r.sampling.temperature = 0;
+    r.stopping.max_tokens = max_tokens;
+    r.stopping.ignore_eos = true;
+    auto s = engine.Submit(r);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    streams.push_back(*s);
+  }
+  while (engine.HasWork()) (void)engine.Step();
+  std::vector<std::vector<int32_t>> out(streams.size());
+  failed->assign(streams.size(), false);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    RequestOutput o;
+    while (streams[i]->Pop(&o, EngineClock::now())) {
+      out[i].insert(out[i].end(), o.token_ids.begin(), o.token_ids.end());
+      if (o.finish_reason == FinishReason::kError) (*failed)[i] = true;
+    }
+  }
+  return out;
+}
+
+TEST_F(NeuronBackendTest, GreedyTokensMatchTheCpuBackend) {
+  const auto ref = testing::LoadJson(testing::SharedPath("models/aidreams260K/reference.json"));
+  RuntimeOptions ro;
+  ro.scheduler.max_num_seqs = 8;
+  ro.scheduler.max_num_batched_tokens = 64;
+  auto cpu = BuildRuntime(*model_, ro);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  std::vector<bool> failed;
+  const auto want = RunPrompts(*cpu->engine, ref, 40, &failed);
+  {
+    auto b = Create();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    auto engine = MakeEngine(**b);
+    const auto got = RunPrompts(*engine, ref, 40, &failed);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_FALSE(failed[i]);
+      EXPECT_EQ(got[i], want[i]) << "prompt " << i;
+      const auto greedy = ref["cases"][i]["greedy_tokens"].get<std::vector<int32_t>>();
+      const size_t n = std::min<size_t>(greedy.size(), 40);
+      EXPECT_EQ(std::vector<int32_t>(got[i].begin(), got[i].begin() + std::min(n, got[i].size())),
+                std::vector<int32_t>(greedy.begin(), greedy.begin() + n))
+          << "prompt " << i;
+    }
+    auto* nb = dynamic_cast<neuron::NeuronBackend*>(b->get());
+    EXPECT_TRUE(nb->healthy());
+    EXPECT_GT(nb->num_executions(), 0);
+    engine.reset();
+  }
+  const FakeNrtCounters c = Counters();
+  EXPECT_EQ(c.leaked_at_last_close, 0);
+  EXPECT_EQ(c.tensors_allocated, c.tensors_freed);
+  EXPECT_EQ(c.models_loaded, c.models_unloaded);
+}
+
+TEST_F(NeuronBackendTest, InjectedExecuteFailureFailsOnlyThatStep) {
+  const auto ref = testing::LoadJson(testing::SharedPath("models/aidreams260K/reference.json"));
+  auto b = Create();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto engine = MakeEngine(**b);
+  // The step's first execution fails with NaN output (1003): its requests fail.
+  const int64_t before = Counters().executes;
+  ::setenv("FAKE_NRT_FAIL", ("nrt_execute:1003:" + std::to_string(before + 1)).c_str(), 1);
+  std::vector<bool> failed;
+  RunPrompts(*engine, ref, 8, &failed);
+  ::unsetenv("FAKE_NRT_FAIL");
+  const int n_failed = static_cast<int>(std::count(failed.begin(), failed.end(), true));
+  EXPECT_GE(n_failed, 1);  // the first step holds the prompts that fit its 64-token budget
+  EXPECT_LT(n_failed, static_cast<int>(failed.size()));  // the others still succeed
+  auto* nb = dynamic_cast<neuron::NeuronBackend*>(b->get());
+  EXPECT_TRUE(nb->healthy());
+  RunPrompts(*engine, ref, 8, &failed);
+  for (bool f : failed) EXPECT_FALSE(f);
+  // A fatal code (timeout) marks the backend unhealthy.
+  ::setenv("FAKE_NRT_FAIL", "nrt_execute:5", 1);
+  RunPrompts(*engine, ref, 2, &failed);
+  ::unsetenv("FAKE_NRT_FAIL");
+  EXPECT_FALSE(nb->healthy());
+  engine.reset();
+  b->reset();
+  EXPECT_EQ(Counters().leaked_at_last_close, 0);
+}
+
+}  // namespace
+}  // namespace pagoda
