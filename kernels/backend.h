@@ -3,8 +3,16 @@
 // logits) and gets logits back. A backend owns its KV pool memory and its weights' device copy;
 // the engine's KvCacheManager (kvcache/) owns the bookkeeping (which block ids belong to whom).
 //
-// Implementations: kernels/cpu (CpuBackend, the default), kernels/neuron (later).
+// Implementations: kernels/cpu (CpuBackend, the default), kernels/neuron (NeuronBackend, compiled
+// programs through libnrt); runtime/ builds the one the config selects.
 // Thread-safety: one engine thread calls Execute; no method is called concurrently.
+//
+// Start-up errors (each backend's Create): the Status code says what failed, and runtime/ maps it
+// to the process exit code (runtime/exit_codes.h):
+//   UNAVAILABLE          the device runtime cannot be loaded or initialised;
+//   FAILED_PRECONDITION  the compiled artifacts are invalid or do not match the model / config;
+//   INVALID_ARGUMENT     an option conflicts with the environment or is out of range;
+//   anything else        start-up failed (e.g. RESOURCE_EXHAUSTED: the KV pool cannot be had).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +41,13 @@ struct StepBatch {
   std::span<const int32_t> slot_mapping;    // [num_tokens]; < 0 = do not write KV
   std::span<const StepSequence> seqs;       // decodes first, rows ascending, no overlap
   std::span<const BlockCopy> block_copies;  // copy-on-write copies to apply before the step
+};
+
+// What the engine may put into one step; the backend sizes its buffers for it. From the config's
+// engine section (SchedulerConfig); no defaults here.
+struct StepLimits {
+  int32_t max_num_batched_tokens = 0;
+  int32_t max_num_seqs = 0;
 };
 
 struct BackendCapabilities {

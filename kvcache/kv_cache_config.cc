@@ -1,5 +1,6 @@
 #include "kvcache/kv_cache_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 #include <string>
@@ -7,10 +8,7 @@
 namespace pagoda {
 namespace {
 
-constexpr int32_t kMaxBlockSize = 256;
 constexpr int64_t kMaxSlots = std::numeric_limits<int32_t>::max();  // slots are int32
-
-bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 Status CheckPositive(const char* field, int64_t value, int64_t max_value) {
   if (value <= 0 || value > max_value) {
@@ -67,6 +65,12 @@ Result<KvDtype> ParseKvDtype(std::string_view name) {
                          std::string(name) + "'");
 }
 
+Result<std::optional<KvDtype>> ParseKvDtypeOption(std::string_view name) {
+  if (EqualsIgnoreCase(name, "auto")) return std::optional<KvDtype>();
+  PAGODA_ASSIGN_OR_RETURN(KvDtype dtype, ParseKvDtype(name));
+  return std::optional<KvDtype>(dtype);
+}
+
 int64_t KvBytesPerBlockPerLayer(const KvCacheConfig& config) {
   return static_cast<int64_t>(config.n_kv_heads) * config.block_size * config.head_dim *
          static_cast<int64_t>(KvDtypeSize(config.dtype));
@@ -77,10 +81,8 @@ int64_t KvBytesPerBlock(const KvCacheConfig& config) {
 }
 
 Status ValidateKvCacheConfig(const KvCacheConfig& config) {
-  if (!IsPowerOfTwo(config.block_size) || config.block_size > kMaxBlockSize) {
-    return InvalidArgument("kv cache config: block_size must be a power of two in [1, 256], got " +
-                           std::to_string(config.block_size));
-  }
+  PAGODA_RETURN_IF_ERROR(
+      CheckRange("kv cache config: block_size", config.block_size, kKvBlockSizeRange));
   if (KvDtypeSize(config.dtype) == 0) {
     return InvalidArgument("kv cache config: dtype has unknown value " +
                            std::to_string(static_cast<int>(config.dtype)));
@@ -119,6 +121,32 @@ Result<int32_t> ResolveNumBlocks(const KvCacheConfig& config) {
   const int64_t max_blocks = kMaxSlots / config.block_size;
   if (num_blocks > max_blocks) num_blocks = max_blocks;  // slots must fit in int32
   return static_cast<int32_t>(num_blocks);
+}
+
+Status ValidateKvCacheOptions(const KvCacheOptions& o) {
+  PAGODA_RETURN_IF_ERROR(CheckRange("kv_cache.block_size", o.block_size, kKvBlockSizeRange));
+  PAGODA_RETURN_IF_ERROR(
+      CheckRange("kv_cache.memory_bytes", o.memory_bytes, kKvMemoryBytesRange));
+  return CheckRange("kv_cache.num_blocks", o.num_blocks, kKvNumBlocksRange);
+}
+
+Result<KvCacheConfig> ResolveKvCacheConfig(const KvCacheOptions& o, const KvCacheShape& shape) {
+  PAGODA_RETURN_IF_ERROR(ValidateKvCacheOptions(o));
+  KvCacheConfig kv;
+  kv.block_size = o.block_size;
+  kv.n_layers = shape.n_layers;
+  kv.n_kv_heads = shape.n_kv_heads;
+  kv.head_dim = shape.head_dim;
+  kv.dtype = o.dtype.value_or(shape.auto_dtype);
+  if (o.num_blocks > 0) {
+    kv.num_blocks = o.num_blocks;
+  } else {
+    // Enough for every sequence slot to reach the full context, within the memory budget.
+    const int64_t blocks_per_seq = (shape.max_model_len + o.block_size - 1) / o.block_size;
+    const int64_t need = blocks_per_seq * shape.max_num_seqs + 1;
+    kv.num_blocks = std::max<int64_t>(1, std::min(need, o.memory_bytes / KvBytesPerBlock(kv)));
+  }
+  return kv;
 }
 
 }  // namespace pagoda

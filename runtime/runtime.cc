@@ -1,65 +1,120 @@
 #include "runtime/runtime.h"
 
-#include <algorithm>
-
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/neuron/neuron_backend.h"
 
 namespace pagoda {
 namespace {
 
-Result<KvCacheConfig> KvConfig(const Model& model, const RuntimeOptions& o) {
-  KvCacheConfig kv;
-  kv.block_size = o.block_size;
-  kv.n_layers = model.config.n_layers;
-  kv.n_kv_heads = model.config.n_kv_heads;
-  kv.head_dim = model.config.head_dim;
-  kv.enable_prefix_caching = o.enable_prefix_caching;
-  PAGODA_ASSIGN_OR_RETURN(kv.dtype, ResolveKvDtype(model, o.kv_dtype));
-  if (o.block_size < 1 || o.block_size > 256 || (o.block_size & (o.block_size - 1))) {
-    return InvalidArgument("kv_cache.block_size: " + std::to_string(o.block_size) +
-                           " (expected a power of two in 1..256)");
+// The first key of `section` whose value differs from its default, for the ignored-key check.
+Status RejectIgnored(bool differs, std::string_view key, std::string_view why) {
+  if (!differs) return Status::Ok();
+  return InvalidArgument(std::string(key) + ": not used with " + std::string(why));
+}
+
+Status RejectKeysTheBackendIgnores(const RuntimeConfig& c) {
+  if (c.backend == BackendType::kNeuron) {
+    constexpr std::string_view kWhy =
+        "backend.type neuron (the KV cache geometry comes from the Neuron manifest; leave "
+        "kv_cache.* at its defaults)";
+    const KvCacheOptions d;
+    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.block_size != d.block_size,
+                                         "kv_cache.block_size", kWhy));
+    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.dtype != d.dtype, "kv_cache.dtype", kWhy));
+    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.memory_bytes != d.memory_bytes,
+                                         "kv_cache.memory_bytes", kWhy));
+    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.num_blocks != d.num_blocks,
+                                         "kv_cache.num_blocks", kWhy));
+    return RejectIgnored(c.cpu.threads != cpu::CpuBackendOptions{}.threads, "backend.threads",
+                         "backend.type neuron (it sizes the CPU backend's thread arena)");
   }
-  if (o.num_blocks > 0) {
-    kv.num_blocks = o.num_blocks;
-  } else {
-    // Enough for every sequence slot to reach the full context, within the memory budget.
-    const int64_t blocks_per_seq = (model.config.context_length + o.block_size - 1) / o.block_size;
-    const int64_t need = blocks_per_seq * o.scheduler.max_num_seqs + 1;
-    kv.num_blocks = std::max<int64_t>(1, std::min(need, o.kv_memory_bytes / KvBytesPerBlock(kv)));
+  if (!(c.neuron == NeuronOptions{})) {
+    return InvalidArgument(
+        "neuron: the neuron.* keys are used only with backend.type neuron (backend.type is cpu; "
+        "leave them at their defaults)");
   }
-  return kv;
+  return Status::Ok();
+}
+
+StepLimits Limits(const SchedulerConfig& s) {
+  return StepLimits{s.max_num_batched_tokens, s.max_num_seqs};
+}
+
+Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const RuntimeConfig& c) {
+  const StepLimits limits = Limits(c.engine.scheduler);
+  if (c.backend == BackendType::kNeuron) {
+    return CreateNeuronBackend(model.config, c.neuron, limits);
+  }
+  KvCacheShape shape;
+  shape.n_layers = model.config.n_layers;
+  shape.n_kv_heads = model.config.n_kv_heads;
+  shape.head_dim = model.config.head_dim;
+  shape.auto_dtype = ResolveKvDtype(model, KvCacheOptions{});
+  shape.max_model_len = model.config.context_length;
+  shape.max_num_seqs = c.engine.scheduler.max_num_seqs;
+  PAGODA_ASSIGN_OR_RETURN(KvCacheConfig kv, ResolveKvCacheConfig(c.kv_cache, shape));
+  PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> b,
+                          cpu::CpuBackend::Create(model.config, model.weights, kv, limits, c.cpu));
+  return std::unique_ptr<Backend>(std::move(b));
 }
 
 }  // namespace
 
-Result<KvDtype> ResolveKvDtype(const Model& model, const std::string& kv_dtype) {
-  if (kv_dtype != "auto") return ParseKvDtype(kv_dtype);
+Status ValidateRuntimeConfig(const RuntimeConfig& c) {
+  PAGODA_RETURN_IF_ERROR(ValidateEngineConfig(c.engine));
+  PAGODA_RETURN_IF_ERROR(ValidateKvCacheOptions(c.kv_cache));
+  PAGODA_RETURN_IF_ERROR(cpu::ValidateCpuBackendOptions(c.cpu));
+  PAGODA_RETURN_IF_ERROR(ValidateNeuronOptions(c.neuron));
+  return RejectKeysTheBackendIgnores(c);
+}
+
+KvDtype ResolveKvDtype(const Model& model, const KvCacheOptions& options) {
+  if (options.dtype) return *options.dtype;
   return model.weights.token_embd.type == GgmlType::kF32 ? KvDtype::kF32 : KvDtype::kF16;
 }
 
-Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
-  PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(o.scheduler));
-  cpu::CpuBackendOptions bo;
-  PAGODA_ASSIGN_OR_RETURN(bo.kv_cache, KvConfig(model, o));
-  bo.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
-  bo.max_num_seqs = o.scheduler.max_num_seqs;
-  bo.threads = o.threads;
-  Runtime rt;
-  if (o.backend == "neuron") {
-    NeuronLimits limits{o.scheduler.max_num_seqs, o.scheduler.max_num_batched_tokens};
-    PAGODA_ASSIGN_OR_RETURN(rt.backend, CreateNeuronBackend(model.config, o.neuron, limits));
-  } else if (o.backend == "cpu") {
-    PAGODA_ASSIGN_OR_RETURN(rt.backend, cpu::CpuBackend::Create(model.config, model.weights, bo));
-  } else {
-    return InvalidArgument("backend.type: '" + o.backend + "' (expected cpu or neuron)");
+int StartupExitCode(StartupError error) {
+  switch (error) {
+    case StartupError::kFailed:
+      return kExitStartupFailed;
+    case StartupError::kBadConfig:
+      return kExitBadConfig;
+    case StartupError::kBackendUnavailable:
+      return kExitBackendUnavailable;
+    case StartupError::kBackendArtifacts:
+      return kExitBackendArtifacts;
   }
-  EngineConfig ec;
-  ec.scheduler = o.scheduler;
-  ec.enable_prefix_caching = o.enable_prefix_caching;
-  ec.max_waiting_requests = o.max_waiting_requests;
-  ec.max_model_len = o.max_model_len;
+  return kExitStartupFailed;
+}
+
+StartupError BackendStartupError(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kUnavailable:
+      return StartupError::kBackendUnavailable;
+    case StatusCode::kFailedPrecondition:
+      return StartupError::kBackendArtifacts;
+    case StatusCode::kInvalidArgument:
+      return StartupError::kBadConfig;
+    default:
+      return StartupError::kFailed;
+  }
+}
+
+Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& c, StartupError* error) {
+  StartupError ignored;
+  StartupError& kind = error != nullptr ? *error : ignored;
+  kind = StartupError::kBadConfig;
+  PAGODA_RETURN_IF_ERROR(ValidateRuntimeConfig(c));
+  Runtime rt;
+  Result<std::unique_ptr<Backend>> backend = CreateBackend(model, c);
+  if (!backend.ok()) {
+    kind = BackendStartupError(backend.status());
+    return backend.status();
+  }
+  rt.backend = std::move(backend).value();
+  EngineConfig ec = c.engine;
   if (model.tokenizer->eos_id() >= 0) ec.eos_token_ids.push_back(model.tokenizer->eos_id());
+  kind = StartupError::kFailed;
   PAGODA_ASSIGN_OR_RETURN(rt.engine, Engine::Create(*model.tokenizer, *rt.backend, ec));
   return rt;
 }

@@ -1,12 +1,20 @@
-// Runtime: a loaded model wired to a backend and an engine -- what `pagoda generate` (and the
-// server) run on. BuildRuntime sizes the KV pool from the options and the model.
+// Runtime: the composition root. BuildRuntime turns a loaded model and a RuntimeConfig into a
+// backend (the one the config selects) and an engine driving it -- what `pagoda serve`, `pagoda
+// generate` and `pagoda bench` run on. Nothing else includes both backends.
+//
+// RuntimeConfig gathers the option structs each layer owns (their defaults and ranges live
+// there); ValidateRuntimeConfig runs each layer's validation and rejects keys the selected
+// backend would ignore. Start-up failures carry a typed StartupError, mapped to the process exit
+// code in one place (StartupExitCode).
 #pragma once
 
 #include <memory>
-#include <string>
+#include <string_view>
+#include <utility>
 
 #include "common/status.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/neuron/neuron_options.h"
 #include "kvcache/kv_cache_config.h"
 #include "model/model.h"
@@ -14,30 +22,52 @@
 
 namespace pagoda {
 
-struct RuntimeOptions {
-  int32_t block_size = 16;
-  std::string kv_dtype = "auto";        // auto | f32 | bf16 | f16 | fp8_e4m3
-  int64_t num_blocks = 0;               // 0: from kv_memory_bytes
-  int64_t kv_memory_bytes = 1ll << 30;  // pool budget when num_blocks is 0 (capped at need)
-  bool enable_prefix_caching = true;
-  SchedulerConfig scheduler;
-  int32_t max_waiting_requests = 1024;
-  int32_t max_model_len = 0;    // 0: the model's context length
-  std::string backend = "cpu";  // cpu | neuron
-  int32_t threads = 0;          // CPU backend arena workers (0: one per core)
-  NeuronOptions neuron;         // backend == "neuron"
+enum class BackendType { kCpu, kNeuron };
+inline constexpr std::pair<std::string_view, BackendType> kBackendTypeNames[] = {
+    {"cpu", BackendType::kCpu}, {"neuron", BackendType::kNeuron}};
+
+struct RuntimeConfig {
+  EngineConfig engine;                   // engine.*, server.max_waiting_requests, prefix caching
+  KvCacheOptions kv_cache;               // kv_cache.* (CPU backend; Neuron: from the manifest)
+  BackendType backend = BackendType::kCpu;  // backend.type
+  cpu::CpuBackendOptions cpu;            // backend.threads (+ the CLI's kernel flags)
+  NeuronOptions neuron;                  // neuron.* (backend.type neuron only)
+  bool operator==(const RuntimeConfig&) const = default;
 };
+
+// Each layer's validation, then: options the selected backend ignores must keep their defaults
+// (the Neuron backend takes its KV geometry from the manifest and has no CPU arena; the CPU
+// backend reads no neuron.* key). Errors name the key.
+Status ValidateRuntimeConfig(const RuntimeConfig& config);
+
+// The KV cache dtype for `options.dtype` (nullopt = auto: f32 for a model with an F32
+// embedding, else f16).
+KvDtype ResolveKvDtype(const Model& model, const KvCacheOptions& options);
+
+// What failed at start-up; StartupExitCode maps it to the process exit code.
+enum class StartupError {
+  kFailed,              // exit 1: the model, the backend or a port (anything else)
+  kBadConfig,           // exit 2: an invalid option, or one that conflicts with the environment
+  kBackendUnavailable,  // exit 3: the device runtime is missing or failed to initialise
+  kBackendArtifacts,    // exit 4: compiled artifacts invalid or not matching the config
+};
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitStartupFailed = 1;
+inline constexpr int kExitBadConfig = 2;
+inline constexpr int kExitBackendUnavailable = 3;
+inline constexpr int kExitBackendArtifacts = 4;
+int StartupExitCode(StartupError error);
+// The kind of a backend Create() failure, by the code contract of kernels/backend.h.
+StartupError BackendStartupError(const Status& status);
 
 struct Runtime {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Engine> engine;
 };
 
-// The KV cache dtype BuildRuntime uses for `kv_dtype`: "auto" is f32 for a model with an F32
-// embedding, else f16; an unknown name is INVALID_ARGUMENT.
-Result<KvDtype> ResolveKvDtype(const Model& model, const std::string& kv_dtype);
-
-// Errors name the bad option. `model` must outlive the runtime.
-Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& options);
+// Validates `config` and builds the backend and the engine. `model` must outlive the runtime.
+// On failure `*error` (if not null) says what failed.
+Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& config,
+                             StartupError* error = nullptr);
 
 }  // namespace pagoda

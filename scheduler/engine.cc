@@ -27,9 +27,16 @@ struct Engine::RequestState {
   bool forked = false;
 };
 
+Status ValidateEngineConfig(const EngineConfig& c) {
+  PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(c.scheduler));
+  PAGODA_RETURN_IF_ERROR(CheckRange("server.max_waiting_requests", c.max_waiting_requests,
+                                    kMaxWaitingRequestsRange));
+  return CheckRange("engine.max_model_len", c.max_model_len, kMaxModelLenRange);
+}
+
 Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backend& backend,
                                                const EngineConfig& config) {
-  PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(config.scheduler));
+  PAGODA_RETURN_IF_ERROR(ValidateEngineConfig(config));
   const BackendCapabilities& caps = backend.capabilities();
   if (config.scheduler.max_num_batched_tokens > caps.max_num_batched_tokens) {
     return InvalidArgument("engine.max_num_batched_tokens: " +
@@ -39,9 +46,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backe
   if (config.scheduler.max_num_seqs > caps.max_num_seqs) {
     return InvalidArgument("engine.max_num_seqs: exceeds the backend's " +
                            std::to_string(caps.max_num_seqs));
-  }
-  if (config.max_waiting_requests < 1) {
-    return InvalidArgument("server.max_waiting_requests: must be >= 1");
   }
   return std::unique_ptr<Engine>(new Engine(tokenizer, backend, config));
 }

@@ -30,13 +30,21 @@
 
 namespace pagoda {
 
+// The engine's options: the `engine:` section (scheduler, max_model_len), the server's queue bound
+// and the KV cache's prefix caching (the engine's KvCacheManager does it). Defaults declared once.
 struct EngineConfig {
   SchedulerConfig scheduler;
-  bool enable_prefix_caching = true;
-  int32_t max_waiting_requests = 1024;  // Submit beyond this: RESOURCE_EXHAUSTED
-  int32_t max_model_len = 0;            // 0: the backend's
-  std::vector<int32_t> eos_token_ids;   // model end tokens (EOS, end-of-turn, ...)
+  int32_t max_waiting_requests = 1024;  // server.max_waiting_requests; Submit beyond: EXHAUSTED
+  int32_t max_model_len = 0;            // engine.max_model_len; 0: the backend's
+  bool enable_prefix_caching = true;    // kv_cache.enable_prefix_caching
+  std::vector<int32_t> eos_token_ids;   // model end tokens (EOS, end-of-turn, ...); from the model
+  bool operator==(const EngineConfig&) const = default;
 };
+inline constexpr IntRange kMaxWaitingRequestsRange{1, kInt32Max};
+inline constexpr IntRange kMaxModelLenRange{0, kInt32Max};
+
+// The scheduler's rules and the ranges above; errors name the config key.
+Status ValidateEngineConfig(const EngineConfig& config);
 
 struct EngineStats {
   int32_t num_running = 0;

@@ -5,17 +5,16 @@
 namespace pagoda {
 
 Status ValidateSchedulerConfig(const SchedulerConfig& c) {
-  if (c.max_num_seqs < 1) return InvalidArgument("engine.max_num_seqs: must be >= 1");
-  if (c.max_num_batched_tokens < 1) {
-    return InvalidArgument("engine.max_num_batched_tokens: must be >= 1");
-  }
+  PAGODA_RETURN_IF_ERROR(CheckRange("engine.max_num_seqs", c.max_num_seqs, kMaxNumSeqsRange));
+  PAGODA_RETURN_IF_ERROR(CheckRange("engine.max_num_batched_tokens", c.max_num_batched_tokens,
+                                    kMaxNumBatchedTokensRange));
+  PAGODA_RETURN_IF_ERROR(CheckRange("engine.max_num_partial_prefills", c.max_num_partial_prefills,
+                                    kMaxNumPartialPrefillsRange));
+  PAGODA_RETURN_IF_ERROR(
+      CheckRange("engine.max_prefill_chunk", c.max_prefill_chunk, kMaxPrefillChunkRange));
   if (c.max_num_batched_tokens < c.max_num_seqs) {
-    return InvalidArgument("engine.max_num_batched_tokens: must be >= max_num_seqs (" +
+    return InvalidArgument("engine.max_num_batched_tokens: must be >= engine.max_num_seqs (" +
                            std::to_string(c.max_num_seqs) + ") so every decode fits a step");
-  }
-  if (c.max_prefill_chunk < 0) return InvalidArgument("engine.max_prefill_chunk: must be >= 0");
-  if (c.max_num_partial_prefills < 1) {
-    return InvalidArgument("engine.max_num_partial_prefills: must be >= 1");
   }
   return Status::Ok();
 }

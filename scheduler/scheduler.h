@@ -14,6 +14,7 @@
 #include <deque>
 #include <vector>
 
+#include "common/field_check.h"
 #include "common/status.h"
 #include "kvcache/kv_cache_manager.h"
 #include "scheduler/sequence.h"
@@ -21,14 +22,24 @@
 namespace pagoda {
 
 enum class SchedulingPolicy { kFcfs, kPriority };
+inline constexpr std::pair<std::string_view, SchedulingPolicy> kSchedulingPolicyNames[] = {
+    {"fcfs", SchedulingPolicy::kFcfs}, {"priority", SchedulingPolicy::kPriority}};
 
+// The `engine:` section of the config (each default and range declared here, once).
 struct SchedulerConfig {
-  int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;              // sequences per step
+  int32_t max_num_batched_tokens = 2048;  // tokens per step; >= max_num_seqs
   int32_t max_num_partial_prefills = 4;
   int32_t max_prefill_chunk = 0;  // tokens of one sequence's prefill per step; 0 = budget only
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  bool operator==(const SchedulerConfig&) const = default;
 };
+inline constexpr IntRange kMaxNumSeqsRange{1, kInt32Max};
+inline constexpr IntRange kMaxNumBatchedTokensRange{1, kInt32Max};
+inline constexpr IntRange kMaxNumPartialPrefillsRange{1, kInt32Max};
+inline constexpr IntRange kMaxPrefillChunkRange{0, kInt32Max};
+
+// Ranges above and max_num_batched_tokens >= max_num_seqs; errors name the `engine.` key.
 Status ValidateSchedulerConfig(const SchedulerConfig& config);
 
 struct ScheduledSeq {

@@ -13,58 +13,117 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 namespace pagoda {
 namespace {
 
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
 // How a key's value is checked and printed.
 enum class Kind {
-  kInt,      // decimal integer in [min, max]
-  kPow2,     // power of two in [min, max]
+  kInt,      // decimal integer in `range` (a range owned by the key's layer)
   kBool,     // true / false
   kString,   // any string
-  kEnum,     // one of `choices`
+  kChoice,   // a string, one of `choices`
+  kEnum,     // an enum of the owning layer, by its name table
   kAddress,  // host:port, [v6]:port or unix:PATH (optionally "" = disabled)
   kIdList,   // a YAML sequence of distinct non-empty strings (null = empty)
 };
 
-using FieldPtr = std::variant<int32_t*, int64_t*, bool*, std::string*, std::vector<std::string>*>;
+using FieldPtr =
+    std::variant<int32_t*, int64_t*, bool*, std::string*, std::vector<std::string>*,
+                 SchedulingPolicy*, BackendType*, std::optional<KvDtype>*, LogLevel*, LogFormat*>;
 using Getter = FieldPtr (*)(PagodaConfig&);
+
+// The name tables of the enum fields (owned by the enums' layers). kv_cache.dtype also takes
+// "auto" (nullopt).
+EnumNames<SchedulingPolicy> NamesOf(SchedulingPolicy*) { return kSchedulingPolicyNames; }
+EnumNames<BackendType> NamesOf(BackendType*) { return kBackendTypeNames; }
+EnumNames<KvDtype> NamesOf(std::optional<KvDtype>*) { return kKvDtypeNames; }
+EnumNames<LogLevel> NamesOf(LogLevel*) { return kLogLevelNames; }
+EnumNames<LogFormat> NamesOf(LogFormat*) { return kLogFormatNames; }
+
+template <typename T>
+constexpr bool kIsEnumField = std::is_enum_v<T> || std::is_same_v<T, std::optional<KvDtype>>;
+
+// The names an enum field accepts, in table order ("auto" first for kv_cache.dtype).
+std::vector<std::string_view> EnumChoices(const FieldPtr& p) {
+  return std::visit(
+      [](auto* ptr) {
+        std::vector<std::string_view> out;
+        using T = std::remove_pointer_t<decltype(ptr)>;
+        if constexpr (kIsEnumField<T>) {
+          if constexpr (std::is_same_v<T, std::optional<KvDtype>>) out.push_back("auto");
+          for (const auto& [name, value] : NamesOf(ptr)) out.push_back(name);
+        }
+        return out;
+      },
+      p);
+}
+
+// Sets an enum field from its name; false if the name is not one of EnumChoices.
+bool SetEnum(const FieldPtr& p, std::string_view text) {
+  return std::visit(
+      [text](auto* ptr) {
+        using T = std::remove_pointer_t<decltype(ptr)>;
+        if constexpr (kIsEnumField<T>) {
+          if constexpr (std::is_same_v<T, std::optional<KvDtype>>) {
+            if (text == "auto") {
+              ptr->reset();
+              return true;
+            }
+          }
+          const auto v = ParseEnum(NamesOf(ptr), text);
+          if (v) *ptr = *v;
+          return v.has_value();
+        }
+        return false;
+      },
+      p);
+}
+
+// The name of an enum field's value.
+std::string EnumText(const FieldPtr& p) {
+  return std::visit(
+      [](auto* ptr) -> std::string {
+        using T = std::remove_pointer_t<decltype(ptr)>;
+        if constexpr (std::is_same_v<T, std::optional<KvDtype>>) {
+          return ptr->has_value() ? std::string(EnumName(NamesOf(ptr), **ptr)) : "auto";
+        } else if constexpr (kIsEnumField<T>) {
+          return std::string(EnumName(NamesOf(ptr), *ptr));
+        }
+        return "";
+      },
+      p);
+}
 
 // One leaf key of the configuration: its full dotted path and where it lives in PagodaConfig.
 struct Field {
   std::string_view path;
   Kind kind;
   Getter get;
-  int64_t min = 0;
-  int64_t max = 0;
-  std::vector<std::string_view> choices;  // kEnum
-  bool allow_empty = false;               // kAddress
+  IntRange range;                          // kInt
+  std::span<const std::string_view> choices;  // kChoice
+  bool allow_empty = false;                // kAddress
 };
 
 #define PAGODA_CFG(member) [](PagodaConfig& c) -> FieldPtr { return &c.member; }
 
-Field Int(std::string_view path, int64_t min, int64_t max, Getter get) {
-  return {path, Kind::kInt, get, min, max, {}, false};
+Field Int(std::string_view path, const IntRange& range, Getter get) {
+  return {path, Kind::kInt, get, range, {}, false};
 }
-Field Pow2(std::string_view path, int64_t min, int64_t max, Getter get) {
-  return {path, Kind::kPow2, get, min, max, {}, false};
+Field Bool(std::string_view path, Getter get) { return {path, Kind::kBool, get, {}, {}, false}; }
+Field Str(std::string_view path, Getter get) { return {path, Kind::kString, get, {}, {}, false}; }
+Field Choice(std::string_view path, std::span<const std::string_view> choices, Getter get) {
+  return {path, Kind::kChoice, get, {}, choices, false};
 }
-Field Bool(std::string_view path, Getter get) { return {path, Kind::kBool, get, 0, 0, {}, false}; }
-Field Str(std::string_view path, Getter get) { return {path, Kind::kString, get, 0, 0, {}, false}; }
-Field Enum(std::string_view path, std::vector<std::string_view> choices, Getter get) {
-  return {path, Kind::kEnum, get, 0, 0, std::move(choices), false};
-}
+Field Enum(std::string_view path, Getter get) { return {path, Kind::kEnum, get, {}, {}, false}; }
 Field Address(std::string_view path, bool allow_empty, Getter get) {
-  return {path, Kind::kAddress, get, 0, 0, {}, allow_empty};
+  return {path, Kind::kAddress, get, {}, {}, allow_empty};
 }
 Field IdList(std::string_view path, Getter get) {
-  return {path, Kind::kIdList, get, 0, 0, {}, false};
+  return {path, Kind::kIdList, get, {}, {}, false};
 }
 
 // Every key, in the order of configs/default.yaml and DumpConfig.
@@ -72,46 +131,51 @@ const std::vector<Field>& Fields() {
   static const std::vector<Field> kFields = {
       Address("server.listen_address", false, PAGODA_CFG(server.listen_address)),
       Address("server.metrics_address", true, PAGODA_CFG(server.metrics_address)),
-      Int("server.max_waiting_requests", 1, kInt32Max, PAGODA_CFG(server.max_waiting_requests)),
-      Int("server.max_message_bytes", 1024, kInt32Max, PAGODA_CFG(server.max_message_bytes)),
-      Int("server.max_tokens_limit", 0, kInt32Max, PAGODA_CFG(server.max_tokens_limit)),
-      Int("server.shutdown_grace_seconds", 0, 3600, PAGODA_CFG(server.shutdown_grace_seconds)),
+      Int("server.max_waiting_requests", kMaxWaitingRequestsRange,
+          PAGODA_CFG(runtime.engine.max_waiting_requests)),
+      Int("server.max_message_bytes", kMaxMessageBytesRange, PAGODA_CFG(server.max_message_bytes)),
+      Int("server.max_tokens_limit", kMaxTokensLimitRange, PAGODA_CFG(server.max_tokens_limit)),
+      Int("server.shutdown_grace_seconds", kShutdownGraceSecondsRange,
+          PAGODA_CFG(server.shutdown_grace_seconds)),
       Str("server.tls.cert_file", PAGODA_CFG(server.tls.cert_file)),
       Str("server.tls.key_file", PAGODA_CFG(server.tls.key_file)),
       Str("server.auth.bearer_token", PAGODA_CFG(server.auth.bearer_token)),
       Str("server.auth.bearer_token_file", PAGODA_CFG(server.auth.bearer_token_file)),
       Str("model.path", PAGODA_CFG(model.path)),
       Str("model.name", PAGODA_CFG(model.name)),
-      Enum("model.chat_template", {"", "chatml", "llama3", "llama2", "mistral"},
-           PAGODA_CFG(model.chat_template)),
-      Int("engine.max_num_seqs", 1, kInt32Max, PAGODA_CFG(engine.max_num_seqs)),
-      Int("engine.max_num_batched_tokens", 1, kInt32Max, PAGODA_CFG(engine.max_num_batched_tokens)),
-      Int("engine.max_num_partial_prefills", 1, kInt32Max,
-          PAGODA_CFG(engine.max_num_partial_prefills)),
-      Int("engine.max_prefill_chunk", 0, kInt32Max, PAGODA_CFG(engine.max_prefill_chunk)),
-      Enum("engine.policy", {"fcfs", "priority"}, PAGODA_CFG(engine.policy)),
-      Int("engine.max_model_len", 0, kInt32Max, PAGODA_CFG(engine.max_model_len)),
-      Pow2("kv_cache.block_size", 1, 256, PAGODA_CFG(kv_cache.block_size)),
-      Enum("kv_cache.dtype", {"auto", "f32", "bf16", "f16", "fp8_e4m3"},
-           PAGODA_CFG(kv_cache.dtype)),
-      Int("kv_cache.memory_bytes", 1, kInt64Max, PAGODA_CFG(kv_cache.memory_bytes)),
-      Int("kv_cache.num_blocks", 0, kInt32Max, PAGODA_CFG(kv_cache.num_blocks)),
-      Bool("kv_cache.enable_prefix_caching", PAGODA_CFG(kv_cache.enable_prefix_caching)),
-      Enum("backend.type", {"cpu", "neuron"}, PAGODA_CFG(backend.type)),
-      Int("backend.threads", 0, 4096, PAGODA_CFG(backend.threads)),
-      Str("neuron.runtime_library", PAGODA_CFG(neuron.runtime_library)),
-      Str("neuron.artifacts_dir", PAGODA_CFG(neuron.artifacts_dir)),
-      Str("neuron.manifest", PAGODA_CFG(neuron.manifest)),
-      Str("neuron.visible_cores", PAGODA_CFG(neuron.visible_cores)),
-      Int("neuron.logical_nc_config", 1, 2, PAGODA_CFG(neuron.logical_nc_config)),
-      Int("neuron.vnc", -1, 1024, PAGODA_CFG(neuron.vnc)),
-      Int("neuron.exec_timeout_s", 1, 3600, PAGODA_CFG(neuron.exec_timeout_s)),
-      Enum("neuron.runtime_log_level", {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"},
-           PAGODA_CFG(neuron.runtime_log_level)),
-      Bool("neuron.warmup", PAGODA_CFG(neuron.warmup)),
-      IdList("neuron.buckets.enable", PAGODA_CFG(neuron.buckets_enable)),
-      Enum("logging.level", {"trace", "debug", "info", "warn", "error"}, PAGODA_CFG(logging.level)),
-      Enum("logging.format", {"text", "json"}, PAGODA_CFG(logging.format)),
+      Choice("model.chat_template", kChatTemplateChoices, PAGODA_CFG(model.chat_template)),
+      Int("engine.max_num_seqs", kMaxNumSeqsRange,
+          PAGODA_CFG(runtime.engine.scheduler.max_num_seqs)),
+      Int("engine.max_num_batched_tokens", kMaxNumBatchedTokensRange,
+          PAGODA_CFG(runtime.engine.scheduler.max_num_batched_tokens)),
+      Int("engine.max_num_partial_prefills", kMaxNumPartialPrefillsRange,
+          PAGODA_CFG(runtime.engine.scheduler.max_num_partial_prefills)),
+      Int("engine.max_prefill_chunk", kMaxPrefillChunkRange,
+          PAGODA_CFG(runtime.engine.scheduler.max_prefill_chunk)),
+      Enum("engine.policy", PAGODA_CFG(runtime.engine.scheduler.policy)),
+      Int("engine.max_model_len", kMaxModelLenRange, PAGODA_CFG(runtime.engine.max_model_len)),
+      Int("kv_cache.block_size", kKvBlockSizeRange, PAGODA_CFG(runtime.kv_cache.block_size)),
+      Enum("kv_cache.dtype", PAGODA_CFG(runtime.kv_cache.dtype)),
+      Int("kv_cache.memory_bytes", kKvMemoryBytesRange, PAGODA_CFG(runtime.kv_cache.memory_bytes)),
+      Int("kv_cache.num_blocks", kKvNumBlocksRange, PAGODA_CFG(runtime.kv_cache.num_blocks)),
+      Bool("kv_cache.enable_prefix_caching", PAGODA_CFG(runtime.engine.enable_prefix_caching)),
+      Enum("backend.type", PAGODA_CFG(runtime.backend)),
+      Int("backend.threads", cpu::kCpuThreadsRange, PAGODA_CFG(runtime.cpu.threads)),
+      Str("neuron.runtime_library", PAGODA_CFG(runtime.neuron.runtime_library)),
+      Str("neuron.artifacts_dir", PAGODA_CFG(runtime.neuron.artifacts_dir)),
+      Str("neuron.manifest", PAGODA_CFG(runtime.neuron.manifest)),
+      Str("neuron.visible_cores", PAGODA_CFG(runtime.neuron.visible_cores)),
+      Int("neuron.logical_nc_config", kNeuronLogicalNcConfigRange,
+          PAGODA_CFG(runtime.neuron.logical_nc_config)),
+      Int("neuron.vnc", kNeuronVncRange, PAGODA_CFG(runtime.neuron.vnc)),
+      Int("neuron.exec_timeout_s", kNeuronExecTimeoutRange,
+          PAGODA_CFG(runtime.neuron.exec_timeout_s)),
+      Choice("neuron.runtime_log_level", kNeuronRuntimeLogLevels,
+             PAGODA_CFG(runtime.neuron.runtime_log_level)),
+      Bool("neuron.warmup", PAGODA_CFG(runtime.neuron.warmup)),
+      IdList("neuron.buckets.enable", PAGODA_CFG(runtime.neuron.buckets_enable)),
+      Enum("logging.level", PAGODA_CFG(logging.level)),
+      Enum("logging.format", PAGODA_CFG(logging.format)),
   };
   return kFields;
 }
@@ -208,26 +272,24 @@ std::string Describe(const YAML::Node& node) {
   return Quote(node.Scalar());
 }
 
-std::string Expectation(const Field& f) {
-  const std::string min = std::to_string(f.min);
-  const std::string max = std::to_string(f.max);
-  const bool unbounded = f.max == kInt32Max || f.max == kInt64Max;
+std::string OneOf(const std::vector<std::string_view>& choices) {
+  std::string s = "one of ";
+  for (size_t i = 0; i < choices.size(); ++i) s += (i > 0 ? ", " : "") + std::string(choices[i]);
+  return s;
+}
+
+std::string Expectation(const Field& f, const FieldPtr& p) {
   switch (f.kind) {
     case Kind::kInt:
-      return unbounded ? "an integer >= " + min : "an integer in " + min + ".." + max;
-    case Kind::kPow2:
-      return "a power of two in " + min + ".." + max;
+      return DescribeRange(f.range);
     case Kind::kBool:
       return "true or false";
     case Kind::kString:
       return "a string";
-    case Kind::kEnum: {
-      std::string s = "one of ";
-      for (size_t i = 0; i < f.choices.size(); ++i) {
-        s += (i > 0 ? ", " : "") + std::string(f.choices[i]);
-      }
-      return s;
-    }
+    case Kind::kChoice:
+      return OneOf({f.choices.begin(), f.choices.end()});
+    case Kind::kEnum:
+      return OneOf(EnumChoices(p));
     case Kind::kAddress:
       return std::string(f.allow_empty ? "\"\" (disabled) or " : "") +
              "host:port, [ipv6]:port or unix:PATH";
@@ -237,8 +299,8 @@ std::string Expectation(const Field& f) {
   return "a value";
 }
 
-std::string Expected(const Field& f, const std::string& got) {
-  return std::string(f.path) + ": expected " + Expectation(f) + ", got " + got;
+std::string Expected(const Field& f, const FieldPtr& p, const std::string& got) {
+  return std::string(f.path) + ": expected " + Expectation(f, p) + ", got " + got;
 }
 
 // host:port with a non-empty host (IPv6 hosts bracketed) and a port in 0..65535, or unix:PATH.
@@ -257,14 +319,9 @@ bool ValidAddress(std::string_view s) {
   return ec == std::errc() && end == port.data() + port.size() && value >= 0 && value <= 65535;
 }
 
-bool IntInRange(const Field& f, int64_t v) {
-  if (v < f.min || v > f.max) return false;
-  return f.kind != Kind::kPow2 || (v & (v - 1)) == 0;
-}
-
 bool StringValid(const Field& f, std::string_view s) {
   switch (f.kind) {
-    case Kind::kEnum:
+    case Kind::kChoice:
       return std::find(f.choices.begin(), f.choices.end(), s) != f.choices.end();
     case Kind::kAddress:
       return (f.allow_empty && s.empty()) || ValidAddress(s);
@@ -283,29 +340,16 @@ std::string ExpectedProgramId(const Field& f, size_t i, const std::string& got) 
   return ItemKey(f, i) + ": expected a program id (a non-empty string), got " + got;
 }
 
-// The error of item `i` of a kIdList value ("path[i]: ..."): empty, or equal to an earlier item.
-std::optional<std::string> ListItemError(const Field& f, const std::vector<std::string>& list,
-                                         size_t i) {
-  if (list[i].empty()) return ExpectedProgramId(f, i, "\"\"");
-  if (std::find(list.begin(), list.begin() + i, list[i]) != list.begin() + i) {
-    return ItemKey(f, i) + ": duplicate program id " + Quote(list[i]);
-  }
-  return std::nullopt;
-}
-
-// The error of a field's current value ("path: expected ..., got ..."), if any.
+// The error of an int / string field's current value ("path: expected ..., got ..."), if any.
+// Lists and cross-key rules are the owning layers' (ValidateRuntimeConfig).
 std::optional<std::string> CheckField(const Field& f, const PagodaConfig& c) {
   const FieldPtr p = GetConst(f, c);
   if (auto* i32 = std::get_if<int32_t*>(&p)) {
-    if (!IntInRange(f, **i32)) return Expected(f, std::to_string(**i32));
+    if (!f.range.Contains(**i32)) return Expected(f, p, std::to_string(**i32));
   } else if (auto* i64 = std::get_if<int64_t*>(&p)) {
-    if (!IntInRange(f, **i64)) return Expected(f, std::to_string(**i64));
+    if (!f.range.Contains(**i64)) return Expected(f, p, std::to_string(**i64));
   } else if (auto* str = std::get_if<std::string*>(&p)) {
-    if (!StringValid(f, **str)) return Expected(f, Quote(**str));
-  } else if (auto* list = std::get_if<std::vector<std::string>*>(&p)) {
-    for (size_t i = 0; i < (*list)->size(); ++i) {
-      if (std::optional<std::string> e = ListItemError(f, **list, i)) return e;
-    }
+    if (!StringValid(f, **str)) return Expected(f, p, Quote(**str));
   }
   return std::nullopt;
 }
@@ -330,7 +374,7 @@ std::optional<bool> ParseBool(const std::string& text) {
 std::optional<std::string> SetListFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node,
                                            YAML::Mark* mark) {
   std::vector<std::string> list;
-  if (!node.IsNull() && !node.IsSequence()) return Expected(f, Describe(node));
+  if (!node.IsNull() && !node.IsSequence()) return Expected(f, f.get(c), Describe(node));
   for (size_t i = 0; node.IsSequence() && i < node.size(); ++i) {
     const YAML::Node item = node[i];
     std::optional<std::string> error;
@@ -338,7 +382,8 @@ std::optional<std::string> SetListFromNode(const Field& f, PagodaConfig& c, cons
       error = ExpectedProgramId(f, i, Describe(item));
     } else {
       list.push_back(item.Scalar());
-      error = ListItemError(f, list, i);
+      std::string e = ProgramIdError(list, i, ItemKey(f, i));
+      if (!e.empty()) error = std::move(e);
     }
     if (error) {
       if (mark != nullptr) *mark = item.Mark();
@@ -355,23 +400,25 @@ std::optional<std::string> SetListFromNode(const Field& f, PagodaConfig& c, cons
 std::optional<std::string> SetFromNode(const Field& f, PagodaConfig& c, const YAML::Node& node,
                                        YAML::Mark* mark = nullptr) {
   if (f.kind == Kind::kIdList) return SetListFromNode(f, c, node, mark);
-  if (!node.IsScalar() && !node.IsNull()) return Expected(f, Describe(node));
-  const std::string text = node.IsNull() ? "" : node.Scalar();
   const FieldPtr p = f.get(c);
+  if (!node.IsScalar() && !node.IsNull()) return Expected(f, p, Describe(node));
+  const std::string text = node.IsNull() ? "" : node.Scalar();
   if (std::holds_alternative<int32_t*>(p) || std::holds_alternative<int64_t*>(p)) {
     const std::optional<int64_t> v = node.IsNull() ? std::nullopt : ParseInt(text);
-    if (!v || !IntInRange(f, *v)) return Expected(f, Describe(node));
+    if (!v || !f.range.Contains(*v)) return Expected(f, p, Describe(node));
     if (auto* i32 = std::get_if<int32_t*>(&p)) **i32 = static_cast<int32_t>(*v);
     if (auto* i64 = std::get_if<int64_t*>(&p)) **i64 = *v;
   } else if (auto* b = std::get_if<bool*>(&p)) {
     const std::optional<bool> v = node.IsNull() ? std::nullopt : ParseBool(text);
-    if (!v) return Expected(f, Describe(node));
+    if (!v) return Expected(f, p, Describe(node));
     **b = *v;
   } else if (auto* str = std::get_if<std::string*>(&p)) {
-    if ((f.kind == Kind::kEnum && node.IsNull()) || !StringValid(f, text)) {
-      return Expected(f, Describe(node));
+    if ((f.kind == Kind::kChoice && node.IsNull()) || !StringValid(f, text)) {
+      return Expected(f, p, Describe(node));
     }
     **str = text;
+  } else if (node.IsNull() || !SetEnum(p, text)) {
+    return Expected(f, p, Describe(node));
   }
   return std::nullopt;
 }
@@ -467,17 +514,19 @@ Status ValidateCrossKeys(const PagodaConfig& c, const MarkMap* marks, const std:
                     "server.metrics_address: must differ from server.listen_address (" +
                         c.server.listen_address + ")");
   }
-  if (c.engine.max_num_batched_tokens < c.engine.max_num_seqs) {
-    return KeyError(marks, file, "engine.max_num_batched_tokens",
-                    "engine.max_num_batched_tokens: must be >= engine.max_num_seqs (" +
-                        std::to_string(c.engine.max_num_seqs) + ") so every decode fits a step");
-  }
-  if (c.engine.max_model_len > 0 && c.server.max_tokens_limit > c.engine.max_model_len) {
+  const int32_t max_model_len = c.runtime.engine.max_model_len;
+  if (max_model_len > 0 && c.server.max_tokens_limit > max_model_len) {
     return KeyError(marks, file, "server.max_tokens_limit",
                     "server.max_tokens_limit: must be <= engine.max_model_len (" +
-                        std::to_string(c.engine.max_model_len) + ")");
+                        std::to_string(max_model_len) + ")");
   }
   return Status::Ok();
+}
+
+// The key an owning layer's error names: its message up to the first ':' (or '['), so the error
+// can point at the key's position in the file.
+std::string_view ErrorKey(const std::string& message) {
+  return std::string_view(message).substr(0, message.find_first_of(":["));
 }
 
 Status ValidateImpl(const PagodaConfig& c, const MarkMap* marks, const std::string& file) {
@@ -485,6 +534,9 @@ Status ValidateImpl(const PagodaConfig& c, const MarkMap* marks, const std::stri
     if (std::optional<std::string> error = CheckField(f, c)) {
       return KeyError(marks, file, f.path, *error);
     }
+  }
+  if (Status st = ValidateRuntimeConfig(c.runtime); !st.ok()) {
+    return KeyError(marks, file, ErrorKey(st.message()), st.message());
   }
   return ValidateCrossKeys(c, marks, file);
 }
@@ -515,12 +567,13 @@ void EmitValue(YAML::Emitter& out, const Field& f, const PagodaConfig& c) {
   if (auto* i64 = std::get_if<int64_t*>(&p)) out << **i64;
   if (auto* b = std::get_if<bool*>(&p)) out << YAML::TrueFalseBool << **b;
   if (auto* str = std::get_if<std::string*>(&p)) {
-    if (f.kind == Kind::kEnum) {
+    if (f.kind == Kind::kChoice) {
       out << **str;
     } else {
       out << YAML::DoubleQuoted << **str;
     }
   }
+  if (f.kind == Kind::kEnum) out << EnumText(p);
   if (auto* list = std::get_if<std::vector<std::string>*>(&p)) {
     out << YAML::Flow << YAML::BeginSeq;
     for (const std::string& item : **list) out << YAML::DoubleQuoted << item;
@@ -611,27 +664,6 @@ std::string DumpConfig(const PagodaConfig& config) {
   for (; !open.empty(); open.pop_back()) out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
-}
-
-RuntimeOptions ToRuntimeOptions(const PagodaConfig& config) {
-  RuntimeOptions o;
-  o.block_size = config.kv_cache.block_size;
-  o.kv_dtype = config.kv_cache.dtype;
-  o.num_blocks = config.kv_cache.num_blocks;
-  o.kv_memory_bytes = config.kv_cache.memory_bytes;
-  o.enable_prefix_caching = config.kv_cache.enable_prefix_caching;
-  o.scheduler.max_num_seqs = config.engine.max_num_seqs;
-  o.scheduler.max_num_batched_tokens = config.engine.max_num_batched_tokens;
-  o.scheduler.max_num_partial_prefills = config.engine.max_num_partial_prefills;
-  o.scheduler.max_prefill_chunk = config.engine.max_prefill_chunk;
-  o.scheduler.policy =
-      config.engine.policy == "priority" ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs;
-  o.max_waiting_requests = config.server.max_waiting_requests;
-  o.max_model_len = config.engine.max_model_len;
-  o.backend = config.backend.type;
-  o.threads = config.backend.threads;
-  o.neuron = config.neuron;
-  return o;
 }
 
 std::string DefaultDemoModelPath() {

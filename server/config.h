@@ -6,8 +6,11 @@
 //   ApplyOverride                 one `--set section.key=value` (value parsed as YAML);
 //   ValidateConfig                ranges, enums and cross-field rules (TLS both-or-neither, ...);
 //   DumpConfig                    the effective config as YAML (`--print-config`), which
-//                                 ParseConfig reads back to an equal config;
-//   ToRuntimeOptions              the engine/backend part as runtime/runtime.h RuntimeOptions.
+//                                 ParseConfig reads back to an equal config.
+// PagodaConfig is composed of the option structs each layer owns: `runtime` (runtime/runtime.h:
+// engine, scheduler, KV cache, CPU and Neuron backends), `server`, `model`, `logging`. YAML keys
+// map onto their fields directly (the table in config.cc); each range and rule is the owning
+// layer's, checked by its Validate... function.
 // Every error is a Status (never an exception) naming the file, line:column (from yaml-cpp's
 // Mark) and the full key path, e.g.
 //   configs/x.yaml:12:3: engine.max_num_seqs: expected an integer >= 1, got "lots"
@@ -19,8 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/field_check.h"
 #include "common/status.h"
-#include "kernels/neuron/neuron_options.h"
 #include "runtime/runtime.h"
 
 namespace pagoda {
@@ -40,7 +43,6 @@ struct AuthConfig {
 struct ServerConfig {
   std::string listen_address = "127.0.0.1:50051";  // gRPC; host:port, [v6]:port or unix:PATH
   std::string metrics_address = "127.0.0.1:9090";  // Prometheus HTTP; "" disables it
-  int32_t max_waiting_requests = 1024;
   int32_t max_message_bytes = 16 * 1024 * 1024;
   int32_t max_tokens_limit = 0;  // largest max_tokens a request may ask; 0 = context length
   int32_t shutdown_grace_seconds = 30;
@@ -48,6 +50,12 @@ struct ServerConfig {
   AuthConfig auth;
   bool operator==(const ServerConfig&) const = default;
 };
+inline constexpr IntRange kMaxMessageBytesRange{1024, kInt32Max};
+inline constexpr IntRange kMaxTokensLimitRange{0, kInt32Max};
+inline constexpr IntRange kShutdownGraceSecondsRange{0, 3600};
+// The built-in chat templates model.chat_template may name ("" = the model's own).
+inline constexpr std::string_view kChatTemplateChoices[] = {"", "chatml", "llama3", "llama2",
+                                                            "mistral"};
 
 struct ModelConfigSection {
   std::string path;           // GGUF file; "" = the demo model at DefaultDemoModelPath()
@@ -56,44 +64,27 @@ struct ModelConfigSection {
   bool operator==(const ModelConfigSection&) const = default;
 };
 
-struct EngineSection {
-  int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 2048;
-  int32_t max_num_partial_prefills = 4;
-  int32_t max_prefill_chunk = 0;  // 0 = limited by the step budget only
-  std::string policy = "fcfs";    // fcfs | priority
-  int32_t max_model_len = 0;      // 0 = the model's context length
-  bool operator==(const EngineSection&) const = default;
-};
-
-struct KvCacheSection {
-  int32_t block_size = 16;           // power of two in 1..256
-  std::string dtype = "auto";        // auto | f32 | bf16 | f16 | fp8_e4m3
-  int64_t memory_bytes = 1ll << 30;  // pool budget when num_blocks is 0
-  int64_t num_blocks = 0;            // > 0 overrides memory_bytes
-  bool enable_prefix_caching = true;
-  bool operator==(const KvCacheSection&) const = default;
-};
-
-struct BackendSection {
-  std::string type = "cpu";  // cpu | neuron
-  int32_t threads = 0;       // 0 = all cores
-  bool operator==(const BackendSection&) const = default;
-};
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError };
+inline constexpr std::pair<std::string_view, LogLevel> kLogLevelNames[] = {
+    {"trace", LogLevel::kTrace},
+    {"debug", LogLevel::kDebug},
+    {"info", LogLevel::kInfo},
+    {"warn", LogLevel::kWarn},
+    {"error", LogLevel::kError}};
+enum class LogFormat { kText, kJson };
+inline constexpr std::pair<std::string_view, LogFormat> kLogFormatNames[] = {
+    {"text", LogFormat::kText}, {"json", LogFormat::kJson}};
 
 struct LoggingSection {
-  std::string level = "info";   // trace | debug | info | warn | error
-  std::string format = "text";  // text | json
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;  // text: human-readable; json: one object per line
   bool operator==(const LoggingSection&) const = default;
 };
 
 struct PagodaConfig {
   ServerConfig server;
   ModelConfigSection model;
-  EngineSection engine;
-  KvCacheSection kv_cache;
-  BackendSection backend;
-  NeuronOptions neuron;  // used when backend.type is "neuron"
+  RuntimeConfig runtime;  // engine:, kv_cache:, backend:, neuron: and server.max_waiting_requests
   LoggingSection logging;
   bool operator==(const PagodaConfig&) const = default;
 };
@@ -117,10 +108,6 @@ Status ValidateConfig(const PagodaConfig& config);
 
 // The config as YAML: every key, in the order of configs/default.yaml.
 std::string DumpConfig(const PagodaConfig& config);
-
-// The engine / KV cache / scheduler part. Not carried (RuntimeOptions has no field for them):
-// engine.max_model_len, backend.*, model.*, server.* except max_waiting_requests.
-RuntimeOptions ToRuntimeOptions(const PagodaConfig& config);
 
 // Where the demo model lives when model.path is empty:
 // ${XDG_CACHE_HOME:-$HOME/.cache}/pagoda/demo-tiny.gguf (/tmp/pagoda/... without either).

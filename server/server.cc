@@ -14,19 +14,17 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/cpu/matmul/matmul.h"
-#include "kernels/neuron/neuron_backend.h"
-#include "server/generation_service.h"
-#include "server/http_endpoint.h"
 #include "model/make_model.h"
 #include "runtime/runtime.h"
+#include "server/generation_service.h"
+#include "server/http_endpoint.h"
 
 namespace pagoda {
 namespace {
 
 void SetupLogging(const LoggingSection& l) {
-  spdlog::set_level(spdlog::level::from_str(l.level));
-  if (l.format == "json") {
+  spdlog::set_level(spdlog::level::from_str(std::string(EnumName<LogLevel>(kLogLevelNames, l.level))));
+  if (l.format == LogFormat::kJson) {
     spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
   } else {
     spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
@@ -128,12 +126,15 @@ struct Serving {
   ServingContext ctx;
 };
 
-Status Prepare(const PagodaConfig& cfg, Serving& s) {
+// Loads the model and builds the runtime; on failure `*error` says what failed.
+Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
+  *error = StartupError::kFailed;
   std::string path;
   PAGODA_RETURN_IF_ERROR(EnsureModel(cfg, &path));
   PAGODA_ASSIGN_OR_RETURN(
       s.model, LoadModel(path, [](const std::string& stage) { spdlog::info("model: {}", stage); }));
-  PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, ToRuntimeOptions(cfg)));
+  PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, cfg.runtime, error));
+  *error = StartupError::kFailed;
   s.ctx.model_name = cfg.model.name.empty() ? s.model->config.name : cfg.model.name;
   s.metrics = std::make_unique<Metrics>(s.ctx.model_name);
   s.ctx.model = s.model.get();
@@ -190,13 +191,14 @@ int RunServer(const PagodaConfig& cfg) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::unique_ptr<tbb::global_control> threads;
-  if (cfg.backend.threads > 0) {
+  if (cfg.runtime.cpu.threads > 0) {
     threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                    cfg.backend.threads);
+                                                    cfg.runtime.cpu.threads);
   }
   Serving s;
-  if (Status st = Prepare(cfg, s); !st.ok()) {
-    return StartupFailed(st, NeuronStartupExitCode(st, kExitStartupFailed));
+  StartupError error = StartupError::kFailed;
+  if (Status st = Prepare(cfg, s, &error); !st.ok()) {
+    return StartupFailed(st, StartupExitCode(error));
   }
   auto creds = Credentials(cfg.server.tls);
   if (!creds.ok()) return StartupFailed(creds.status(), kExitStartupFailed);
@@ -218,9 +220,8 @@ int RunServer(const PagodaConfig& cfg) {
   int port = 0;
   auto server = StartGrpc(cfg.server, *creds, service, &port);
   if (!server.ok()) return StartupFailed(server.status(), kExitStartupFailed);
-  spdlog::info("serving {} on {} (port {}), backend {}, cpu kernels {}", s.ctx.model_name,
-               cfg.server.listen_address, port, s.ctx.backend_name,
-               cpu::mm::SimdLevelName(cpu::mm::EffectiveSimdLevel({})));
+  spdlog::info("serving {} on {} (port {}), backend {}", s.ctx.model_name,
+               cfg.server.listen_address, port, s.ctx.backend_name);
   bool unhealthy_reported = false;
   const int sig = WaitForSignal([&] { WatchBackendHealth(s, **server, &unhealthy_reported); });
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);

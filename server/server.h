@@ -5,18 +5,14 @@
 //   server.shutdown_grace_seconds to finish, the rest are aborted, exit code 0.
 // When the backend turns unhealthy (a fatal runtime error), the gRPC health service reports
 // NOT_SERVING and /health and /ready answer 503 (checked about every 100 ms).
-// A start-up failure prints "error: MESSAGE" on stderr and returns kExitStartupFailed, or for
-// the Neuron backend's errors its own codes (kernels/neuron/neuron_backend.h: 2, 3, 4).
+// A start-up failure prints "error: MESSAGE" on stderr and returns the exit code of its
+// StartupError (runtime/runtime.h: 1 failed, 2 bad config, 3 device runtime unavailable,
+// 4 compiled artifacts invalid).
 #pragma once
 
 #include "server/config.h"
 
 namespace pagoda {
-
-// Exit codes of `pagoda serve`.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitStartupFailed = 1;  // model, backend or port problem
-inline constexpr int kExitBadConfig = 2;      // invalid configuration
 
 // Blocks until shutdown; returns the process exit code.
 int RunServer(const PagodaConfig& config);

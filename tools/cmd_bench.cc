@@ -50,7 +50,8 @@ struct ModelBenchArgs {
   std::string model;
   int32_t prompt_len = 128, gen_len = 32, batch = 1;
   int32_t repetitions = 1;  // timed runs (different prompts each, so no prefix-cache hits)
-  RuntimeOptions runtime;
+  RuntimeConfig runtime;
+  std::string kv_dtype = "auto";  // --kv-dtype (kv_cache.dtype)
   bool json = false, quiet = false;
   bool interleave_bandwidth = false;  // a read-loop pass after every decode step
   KernelFlags kernel_flags;
@@ -179,12 +180,14 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const cpu::ReadBuffer reads(kReadBufferBytes);  // also the readings after / between decodes
   const json limits = MeasureLimits(reads, a.quiet);
   PAGODA_ASSIGN_OR_RETURN(auto model, LoadModel(a.model));
-  RuntimeOptions ro = a.runtime;
-  ro.scheduler.max_num_seqs = a.batch;
-  ro.scheduler.max_num_batched_tokens = std::max(ro.scheduler.max_num_batched_tokens, a.batch);
-  ro.max_waiting_requests = a.batch;
-  PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(*model, ro));
-  PAGODA_ASSIGN_OR_RETURN(const KvDtype kv_dtype, ResolveKvDtype(*model, ro.kv_dtype));
+  RuntimeConfig rc = a.runtime;
+  PAGODA_ASSIGN_OR_RETURN(rc.kv_cache.dtype, ParseKvDtypeOption(a.kv_dtype));
+  SchedulerConfig& sc = rc.engine.scheduler;
+  sc.max_num_seqs = a.batch;
+  sc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, a.batch);
+  rc.engine.max_waiting_requests = a.batch;
+  PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(*model, rc));
+  const KvDtype kv_dtype = ResolveKvDtype(*model, rc.kv_cache);
   PAGODA_RETURN_IF_ERROR(WarmUp(*rt.engine, model->config.vocab_size, a.quiet));
   // Each repetition: one batch of fresh prompts, then the bandwidth read again right after its
   // decode phase (the host's bandwidth can change during a run: a busy neighbour).
@@ -296,15 +299,16 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
   cmd->add_option("--batch", a->batch, "Concurrent sequences")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
-  cmd->add_option("--kv-dtype", a->runtime.kv_dtype, "KV cache dtype")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, "kv_cache.dtype: auto | f32 | bf16 | f16 | fp8_e4m3")
+      ->capture_default_str();
   cmd->add_option("--repetitions,-r", a->repetitions,
                   "Timed runs (fresh prompts each); rates are over all of them, per-run rates "
                   "are listed too")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--threads", a->runtime.threads, "CPU backend threads (0: one per core)")
-      ->check(CLI::Range(0, 4096));
-  cmd->add_option("--max-num-batched-tokens", a->runtime.scheduler.max_num_batched_tokens,
-                  "Step token budget")
+  cmd->add_option("--threads", a->runtime.cpu.threads,
+                  "backend.threads: CPU backend threads (0: one per core)");
+  cmd->add_option("--max-num-batched-tokens", a->runtime.engine.scheduler.max_num_batched_tokens,
+                  "engine.max_num_batched_tokens: step token budget")
       ->capture_default_str();
   cmd->add_flag("--interleave-bandwidth", a->interleave_bandwidth,
                 "After every decode step, one timed pass of the read loop (1 GiB, not counted "

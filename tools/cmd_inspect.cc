@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/neuron/neuron_backend.h"
+#include "runtime/runtime.h"
 #include "model/chat_template.h"
 #include "model/gguf.h"
 #include "model/hf_model.h"
@@ -280,7 +281,7 @@ int RunInspect(const InspectArgs& args) {
     const Status st = InspectNeuronManifest(args.neuron_manifest, std::cout);
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
-      return NeuronStartupExitCode(st, 1);
+      return StartupExitCode(BackendStartupError(st));
     }
     return 0;
   }

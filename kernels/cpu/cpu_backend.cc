@@ -46,22 +46,27 @@ void WriteKv(const PagedKvView& kv, const float* k, const float* v,
 
 }  // namespace
 
+Status ValidateCpuBackendOptions(const CpuBackendOptions& options) {
+  return CheckRange("backend.threads", options.threads, kCpuThreadsRange);
+}
+
 Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config,
                                                        const ModelWeights& weights,
+                                                       const KvCacheConfig& kv_cache,
+                                                       const StepLimits& limits,
                                                        const CpuBackendOptions& options) {
-  if (options.max_num_batched_tokens < 1) {
-    return InvalidArgument("max_num_batched_tokens: must be >= 1");
+  PAGODA_RETURN_IF_ERROR(ValidateCpuBackendOptions(options));
+  if (limits.max_num_batched_tokens < 1 || limits.max_num_seqs < 1) {
+    return InvalidArgument("step limits: max_num_batched_tokens and max_num_seqs must be >= 1");
   }
-  if (options.max_num_seqs < 1) return InvalidArgument("max_num_seqs: must be >= 1");
-  if (options.threads < 0) return InvalidArgument("threads: must be >= 0 (0: one per core)");
-  KvCacheConfig kv = options.kv_cache;
+  KvCacheConfig kv = kv_cache;
   kv.n_layers = config.n_layers;
   kv.n_kv_heads = config.n_kv_heads;
   kv.head_dim = config.head_dim;
   PAGODA_ASSIGN_OR_RETURN(KvPool pool, KvPool::Create(kv));
   TkgWorkspaceDims dims;
-  dims.max_tokens = options.max_num_batched_tokens;
-  dims.max_seqs = std::min(options.max_num_seqs, options.max_num_batched_tokens);
+  dims.max_tokens = limits.max_num_batched_tokens;
+  dims.max_seqs = std::min(limits.max_num_seqs, limits.max_num_batched_tokens);
   dims.max_tokens_per_seq = 8;
   dims.hidden = config.n_embd;
   dims.n_heads = config.n_heads;
@@ -70,11 +75,12 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
   dims.max_threads = std::max(options.threads, tbb::this_task_arena::max_concurrency());
   PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
   return std::unique_ptr<CpuBackend>(
-      new CpuBackend(config, weights, std::move(pool), std::move(ws), options));
+      new CpuBackend(config, weights, std::move(pool), std::move(ws), limits, options));
 }
 
 CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
-                       TkgWorkspace workspace, const CpuBackendOptions& options)
+                       TkgWorkspace workspace, const StepLimits& limits,
+                       const CpuBackendOptions& options)
     : config_(config),
       weights_(weights),
       pool_(std::move(pool)),
@@ -83,12 +89,12 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
       arena_(std::make_unique<tbb::task_arena>(
           options.threads > 0 ? int{options.threads} : int{tbb::task_arena::automatic})) {
   caps_.name = "cpu";
-  caps_.max_num_batched_tokens = options.max_num_batched_tokens;
-  caps_.max_num_seqs = options.max_num_seqs;
+  caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
+  caps_.max_num_seqs = limits.max_num_seqs;
   caps_.max_model_len = config.context_length;
   caps_.num_blocks = pool_.num_blocks();
   caps_.block_size = pool_.config().block_size;
-  const size_t n = static_cast<size_t>(options.max_num_batched_tokens);
+  const size_t n = static_cast<size_t>(limits.max_num_batched_tokens);
   scratch_.Reserve(config, static_cast<int64_t>(n));
   x_.resize(n * config.n_embd);
   attn_out_.resize(n * config.n_embd);

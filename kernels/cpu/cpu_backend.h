@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/field_check.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/attention/attention_block_tkg.h"
 #include "kernels/cpu/ops.h"
@@ -23,21 +24,26 @@
 
 namespace pagoda::cpu {
 
+// The CPU backend's own options (the config's `backend:` section, and the CLI's kernel flags).
 struct CpuBackendOptions {
-  KvCacheConfig kv_cache;  // n_layers / n_kv_heads / head_dim are filled from the model
-  int32_t max_num_batched_tokens = 2048;
-  int32_t max_num_seqs = 64;
   // Worker threads of the backend's own oneTBB arena, in which every Execute runs (0: one per
   // core). The arena bounds the kernels' parallelism independently of other threads (gRPC).
   int32_t threads = 0;
+  bool operator==(const CpuBackendOptions&) const = default;
 };
+inline constexpr IntRange kCpuThreadsRange{0, 4096};
+// The ranges above; errors name the `backend.` key.
+Status ValidateCpuBackendOptions(const CpuBackendOptions& options);
 
 class CpuBackend final : public Backend {
  public:
+  // `kv_cache` is the pool to allocate (geometry from the model), `limits` the largest step.
   // Errors: INVALID_ARGUMENT naming a bad option, RESOURCE_EXHAUSTED if the pool cannot be
   // allocated.
   static Result<std::unique_ptr<CpuBackend>> Create(const ModelConfig& config,
                                                     const ModelWeights& weights,
+                                                    const KvCacheConfig& kv_cache,
+                                                    const StepLimits& limits,
                                                     const CpuBackendOptions& options);
 
   Status Execute(const StepBatch& batch, std::span<float> logits) override;
@@ -48,7 +54,7 @@ class CpuBackend final : public Backend {
 
  private:
   CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
-             TkgWorkspace workspace, const CpuBackendOptions& options);
+             TkgWorkspace workspace, const StepLimits& limits, const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;
   Status ExecuteInArena(const StepBatch& batch, std::span<float> logits);
   PagedKvView LayerView(int layer);

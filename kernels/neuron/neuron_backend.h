@@ -31,29 +31,16 @@
 
 namespace pagoda {
 
-// Process exit codes for a failed Neuron start-up (server/server.h has 0, 1 and 2).
-inline constexpr int kExitNeuronBadConfig = 2;  // config vs environment conflict (= kExitBadConfig)
-inline constexpr int kExitNeuronUnavailable = 3;  // libnrt or a symbol missing, nrt_init failed
-inline constexpr int kExitNeuronArtifacts = 4;    // manifest invalid / mismatch, LNC mismatch
-
-// The exit code for a start-up Status: the codes above for errors from the Neuron backend
-// (messages starting "neuron backend: "), `fallback` for anything else.
-int NeuronStartupExitCode(const Status& status, int fallback);
-
-struct NeuronLimits {
-  int32_t max_num_seqs = 64;  // reported as capabilities (steps are split over buckets)
-  int32_t max_num_batched_tokens = 2048;
-};
-
 namespace neuron {
 
 class NeuronBackend final : public Backend {
  public:
   // Runs the start-up sequence of neuron-backend.md 5.5. `config` must outlive the backend.
-  // Errors: see NeuronStartupExitCode; every message starts with "neuron backend: ".
+  // `limits` are reported as capabilities (steps are split over buckets). Errors follow the
+  // start-up code contract of kernels/backend.h; every message starts with "neuron backend: ".
   static Result<std::unique_ptr<NeuronBackend>> Create(const ModelConfig& config,
                                                        const NeuronOptions& options,
-                                                       const NeuronLimits& limits);
+                                                       const StepLimits& limits);
   ~NeuronBackend() override;
 
   // See Backend::Execute. INTERNAL names the program and the runtime status on device failure.
@@ -111,7 +98,7 @@ class NeuronBackend final : public Backend {
 // The factory runtime/runtime.cc calls for `backend.type: neuron`.
 Result<std::unique_ptr<Backend>> CreateNeuronBackend(const ModelConfig& config,
                                                      const NeuronOptions& options,
-                                                     const NeuronLimits& limits);
+                                                     const StepLimits& limits);
 
 // `pagoda inspect --neuron-manifest PATH`: validates the manifest and prints its buckets.
 Status InspectNeuronManifest(const std::string& path, std::ostream& out);

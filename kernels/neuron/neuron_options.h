@@ -1,10 +1,15 @@
-// NeuronOptions: the `neuron:` section of the YAML config (server/config.h), plain data.
-// Header-only so the config module can hold it without linking the backend.
+// NeuronOptions: the `neuron:` section of the YAML config (server/config.h), plain data, with
+// its defaults and ranges declared once here and ValidateNeuronOptions (errors name the key).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/field_check.h"
+#include "common/status.h"
 
 namespace pagoda {
 
@@ -22,5 +27,19 @@ struct NeuronOptions {
   std::vector<std::string> buckets_enable;
   bool operator==(const NeuronOptions&) const = default;
 };
+
+inline constexpr IntRange kNeuronLogicalNcConfigRange{1, 2};
+inline constexpr IntRange kNeuronVncRange{-1, 1024};
+inline constexpr IntRange kNeuronExecTimeoutRange{1, 3600};
+inline constexpr std::string_view kNeuronRuntimeLogLevels[] = {"TRACE", "DEBUG", "INFO",
+                                                               "WARN",  "ERROR", "FATAL"};
+
+// The error of buckets.enable item `i` given the items before it, "" when it is fine: an empty
+// id, or a duplicate of an earlier one. `key` names the item, e.g. "neuron.buckets.enable[2]".
+std::string ProgramIdError(std::span<const std::string> ids, size_t i, const std::string& key);
+
+// The ranges above, runtime_log_level among kNeuronRuntimeLogLevels, and buckets.enable holding
+// distinct non-empty ids. Errors name the `neuron.` key.
+Status ValidateNeuronOptions(const NeuronOptions& options);
 
 }  // namespace pagoda

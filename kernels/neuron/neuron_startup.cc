@@ -14,20 +14,6 @@
 
 namespace pagoda {
 
-int NeuronStartupExitCode(const Status& s, int fallback) {
-  if (s.ok() || !s.message().starts_with("neuron backend: ")) return fallback;
-  switch (s.code()) {
-    case StatusCode::kUnavailable:
-      return kExitNeuronUnavailable;
-    case StatusCode::kFailedPrecondition:
-      return kExitNeuronArtifacts;
-    case StatusCode::kInvalidArgument:
-      return kExitNeuronBadConfig;
-    default:
-      return fallback;
-  }
-}
-
 namespace neuron {
 namespace {
 
@@ -83,7 +69,7 @@ std::string InitDiagnostics() {
 
 Result<std::unique_ptr<NeuronBackend>> NeuronBackend::Create(const ModelConfig& config,
                                                              const NeuronOptions& o,
-                                                             const NeuronLimits& limits) {
+                                                             const StepLimits& limits) {
   if (o.artifacts_dir.empty()) {
     return InvalidArgument("neuron backend: neuron.artifacts_dir: must be set");
   }
@@ -280,7 +266,7 @@ NeuronBackend::~NeuronBackend() {
 
 Result<std::unique_ptr<Backend>> CreateNeuronBackend(const ModelConfig& config,
                                                      const NeuronOptions& options,
-                                                     const NeuronLimits& limits) {
+                                                     const StepLimits& limits) {
   PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<neuron::NeuronBackend> b,
                           neuron::NeuronBackend::Create(config, options, limits));
   return std::unique_ptr<Backend>(std::move(b));

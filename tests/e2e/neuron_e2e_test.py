@@ -70,8 +70,13 @@ def model_path():
 
 
 def write_config(path, artifacts_dir, library=None, backend="neuron", neuron_extra=""):
-    """A serve config for the aidreams model with the given neuron section."""
+    """A serve config for the aidreams model with the given neuron section (none for the cpu
+    backend, which rejects neuron.* keys)."""
     library = ARGS.fake_nrt if library is None else library
+    neuron = f"""neuron:
+  runtime_library: "{library}"
+  artifacts_dir: "{artifacts_dir}"
+{neuron_extra}""" if backend == "neuron" else ""
     with open(path, "w") as f:
         f.write(f"""server:
   listen_address: 127.0.0.1:0
@@ -82,10 +87,7 @@ engine:
   max_num_seqs: 8
 backend:
   type: {backend}
-neuron:
-  runtime_library: "{library}"
-  artifacts_dir: "{artifacts_dir}"
-{neuron_extra}""")
+{neuron}""")
     return path
 
 
@@ -269,7 +271,10 @@ class NeuronServeTest(unittest.TestCase):
     def test_cpu_backend_never_loads_the_runtime(self):
         marker = os.path.join(self.tmp, "loaded-marker")
         config = write_config(os.path.join(self.tmp, "cpu.yaml"), self.artifacts, backend="cpu")
-        server = base.Server(config=config, env=clean_env(FAKE_NRT_MARKER=marker))
+        # The fake is on the loader path, so a stray dlopen("libnrt.so.1") would load it.
+        fake_dir = os.path.dirname(ARGS.fake_nrt)
+        server = base.Server(config=config,
+                             env=clean_env(FAKE_NRT_MARKER=marker, LD_LIBRARY_PATH=fake_dir))
         try:
             info = server.stub.GetModelInfo(base.pb.GetModelInfoRequest())
             self.assertEqual(info.backend, "cpu")

@@ -239,7 +239,7 @@ TEST(Kubernetes, ConfigMapHoldsAValidConfigMatchingTheDeployment) {
   EXPECT_EQ(config->server.listen_address, "0.0.0.0:50051");
   EXPECT_EQ(config->server.metrics_address, "0.0.0.0:9090");
   EXPECT_EQ(config->model.path.rfind("/models/", 0), 0u);
-  EXPECT_EQ(config->backend.threads,
+  EXPECT_EQ(config->runtime.cpu.threads,
             std::stoi(Container(d)["resources"]["limits"]["cpu"].as<std::string>()));
   EXPECT_LT(config->server.shutdown_grace_seconds,
             d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as<int>());

@@ -105,13 +105,14 @@ std::unique_ptr<RandomModel> MakeRandomModel(bool bias, bool qk_norm, int32_t wi
 // one by one; returns the logits after every decode input (and after the prompt).
 std::vector<std::vector<float>> RunBackend(const RandomModel& m, std::span<const int32_t> tokens,
                                            int32_t prompt_len, int32_t chunk, int32_t block) {
-  cpu::CpuBackendOptions o;
-  o.kv_cache.block_size = block;
-  o.kv_cache.num_blocks = 64 / block + 1;
-  o.kv_cache.dtype = KvDtype::kF32;
-  o.max_num_batched_tokens = 64;
-  o.max_num_seqs = 1;
-  auto backend = cpu::CpuBackend::Create(m.config, m.weights, o);
+  KvCacheConfig kv;
+  StepLimits limits;
+  kv.block_size = block;
+  kv.num_blocks = 64 / block + 1;
+  kv.dtype = KvDtype::kF32;
+  limits.max_num_batched_tokens = 64;
+  limits.max_num_seqs = 1;
+  auto backend = cpu::CpuBackend::Create(m.config, m.weights, kv, limits, {});
   EXPECT_TRUE(backend.ok()) << backend.status().ToString();
   std::vector<int32_t> table;
   for (int32_t b = 0; b < 64 / block; ++b) table.push_back(64 / block - 1 - b);  // shuffled

@@ -24,14 +24,15 @@ NRT_STATUS BuildCpu(nrt_model* m) {
     return nn::kNrtInvalid;
   }
   m->model = std::move(model).value();
-  pagoda::cpu::CpuBackendOptions o;
-  const json& kv = m->desc.at("kv");
-  o.kv_cache.block_size = kv.at("block_size");
-  o.kv_cache.num_blocks = kv.at("num_blocks");
-  o.kv_cache.dtype = *pagoda::ParseKvDtype(kv.at("dtype").get<std::string>());
-  o.max_num_batched_tokens = m->desc.at("tokens");
-  o.max_num_seqs = m->desc.at("rows");
-  auto cpu = pagoda::cpu::CpuBackend::Create(m->model->config, m->model->weights, o);
+  pagoda::KvCacheConfig kv;
+  pagoda::StepLimits limits;
+  const json& desc = m->desc.at("kv");
+  kv.block_size = desc.at("block_size");
+  kv.num_blocks = desc.at("num_blocks");
+  kv.dtype = *pagoda::ParseKvDtype(desc.at("dtype").get<std::string>());
+  limits.max_num_batched_tokens = m->desc.at("tokens");
+  limits.max_num_seqs = m->desc.at("rows");
+  auto cpu = pagoda::cpu::CpuBackend::Create(m->model->config, m->model->weights, kv, limits, {});
   if (!cpu.ok()) return nn::kNrtInvalid;
   m->cpu = std::move(cpu).value();
   return 0;

@@ -47,7 +47,7 @@ class NeuronBackendTest : public ::testing::Test {
   Result<std::unique_ptr<Backend>> Create() {
     Status st = testing::WriteFakeArtifacts(opts_.artifacts_dir, fa_);
     if (!st.ok()) return st;
-    return CreateNeuronBackend(model_->config, opts_, NeuronLimits{8, 64});
+    return CreateNeuronBackend(model_->config, opts_, StepLimits{64, 8});
   }
   std::unique_ptr<Engine> MakeEngine(Backend& b) {
     EngineConfig ec;
@@ -75,7 +75,7 @@ TEST_F(NeuronBackendTest, LibraryMissing) {
             "  The Neuron backend needs an Inf2/Trn1/Trn2 instance with the aws-neuronx-dkms "
             "driver and the\n  aws-neuronx-runtime-lib package. Set neuron.runtime_library to "
             "its path, or run with `backend: cpu`.");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendUnavailable);
 }
 
 TEST_F(NeuronBackendTest, SymbolMissing) {
@@ -84,7 +84,7 @@ TEST_F(NeuronBackendTest, SymbolMissing) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(), std::string("neuron backend: ") + FAKE_NRT_STUB_PATH +
                                       " lacks required symbol 'nrt_execute' (libnrt 2.99.0).");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendUnavailable);
 }
 
 TEST_F(NeuronBackendTest, ManifestMismatchPrintsADiff) {
@@ -95,7 +95,7 @@ TEST_F(NeuronBackendTest, ManifestMismatchPrintsADiff) {
             "neuron backend: program 'decode_b2' (" + opts_.artifacts_dir +
                 "/decode_b2.neff) does not match the manifest (- manifest, + runtime):\n"
                 "  - input input_ids i32[2] (8 bytes)\n  + input input_ids i32[3] (12 bytes)\n");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendArtifacts);
   EXPECT_EQ(Counters().leaked_at_last_close, 0);
 }
 
@@ -114,7 +114,7 @@ TEST_F(NeuronBackendTest, ModelDimsAndLncMismatch) {
                 opts_.artifacts_dir +
                 "/manifest.json was compiled for lnc 2 (recompile with -lnc 1, or set "
                 "neuron.logical_nc_config: 2)");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendArtifacts);
 }
 
 TEST_F(NeuronBackendTest, EnvConflict) {
@@ -126,7 +126,7 @@ TEST_F(NeuronBackendTest, EnvConflict) {
   EXPECT_EQ(b.status().message(),
             "neuron backend: environment NEURON_RT_VISIBLE_CORES=\"1\" conflicts with "
             "neuron.visible_cores \"0\" (unset the variable or make the two equal)");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronBadConfig);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBadConfig);
 }
 
 TEST_F(NeuronBackendTest, BucketsEnableLoadsOnlyTheListedPrograms) {
@@ -143,7 +143,7 @@ TEST_F(NeuronBackendTest, BucketsEnableLoadsOnlyTheListedPrograms) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(),
             "neuron backend: neuron.buckets.enable: 'decode_b2' is listed more than once");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronBadConfig);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBadConfig);
   opts_.buckets_enable = {"decode_b1", "decode_b4"};
   b = Create();
   ASSERT_FALSE(b.ok());
@@ -161,7 +161,7 @@ TEST_F(NeuronBackendTest, InitFailureHasDiagnostics) {
       "neuron backend: nrt_init failed: NRT_FAILURE (1).\n  /dev/neuron*: "))
       << b.status().message();
   EXPECT_NE(b.status().message().find("neuron-ls"), std::string::npos);
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronUnavailable);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendUnavailable);
 }
 
 TEST_F(NeuronBackendTest, NonFiniteWarmupLogitsFailStartup) {
@@ -171,7 +171,7 @@ TEST_F(NeuronBackendTest, NonFiniteWarmupLogitsFailStartup) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(),
             "neuron backend: warm-up of 'decode_b1' produced non-finite logits");
-  EXPECT_EQ(NeuronStartupExitCode(b.status(), 1), kExitNeuronArtifacts);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendArtifacts);
   EXPECT_EQ(Counters().leaked_at_last_close, 0);
 }
 
@@ -205,10 +205,10 @@ std::vector<std::vector<int32_t>> RunPrompts(Engine& engine, const nlohmann::jso
 
 TEST_F(NeuronBackendTest, GreedyTokensMatchTheCpuBackend) {
   const auto ref = testing::LoadJson(testing::SharedPath("models/aidreams260K/reference.json"));
-  RuntimeOptions ro;
-  ro.scheduler.max_num_seqs = 8;
-  ro.scheduler.max_num_batched_tokens = 64;
-  auto cpu = BuildRuntime(*model_, ro);
+  RuntimeConfig rc;
+  rc.engine.scheduler.max_num_seqs = 8;
+  rc.engine.scheduler.max_num_batched_tokens = 64;
+  auto cpu = BuildRuntime(*model_, rc);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   std::vector<bool> failed;
   const auto want = RunPrompts(*cpu->engine, ref, 40, &failed);

@@ -7,6 +7,7 @@
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/manifest.h"
 #include "kernels/neuron/neuron_backend.h"
+#include "runtime/runtime.h"
 #include "kernels/neuron/neuron_env.h"
 #include "kernels/neuron/nrt_status.h"
 
@@ -66,7 +67,7 @@ TEST(EnvTest, ConflictNamesBothValues) {
   EXPECT_EQ(s.message(),
             "neuron backend: environment NEURON_RT_VISIBLE_CORES=\"1\" conflicts with "
             "neuron.visible_cores \"0\" (unset the variable or make the two equal)");
-  EXPECT_EQ(NeuronStartupExitCode(s, 1), kExitNeuronBadConfig);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(s)), kExitBadConfig);
   EXPECT_TRUE(CheckEnv(env, [](const char* n) -> const char* {
                 return std::string(n) == "NEURON_LOGICAL_NC_CONFIG" ? "2" : nullptr;
               }).ok());
@@ -118,7 +119,7 @@ TEST(ManifestTest, ErrorsNameTheKey) {
   c.head_dim = 4;
   Status s = CheckManifestAgainstModel(*m, c);
   EXPECT_EQ(s.message(), "neuron backend: manifest m.json: model.vocab is 8 but the model has 9");
-  EXPECT_EQ(NeuronStartupExitCode(s, 1), kExitNeuronArtifacts);
+  EXPECT_EQ(StartupExitCode(BackendStartupError(s)), kExitBackendArtifacts);
 }
 
 TEST(NeffHeaderTest, ReadsNameAndLnc) {
