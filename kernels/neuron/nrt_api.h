@@ -2,7 +2,7 @@
 // documentation (aws-neuron-sdk nrt.h / nrt_status.h / nrt_experimental.h / nrt_version.h).
 // Nothing from the SDK is vendored: only the C types and function signatures below. Pagoda never
 // links -lnrt; the functions are resolved with dlsym into an NrtApi table (nrt_loader.h).
-// tests/fake_nrt implements the same signatures.
+// tests/kernels/neuron/fake_nrt.cc implements the same signatures.
 #pragma once
 
 #include <cstddef>

@@ -17,7 +17,7 @@ std::string LoadError(const std::vector<std::pair<std::string, std::string>>& tr
   }
   m += "  The Neuron backend needs an Inf2/Trn1/Trn2 instance with the aws-neuronx-dkms driver "
        "and the\n  aws-neuronx-runtime-lib package. Set neuron.runtime_library to its path, or "
-       "run with `backend: cpu`.";
+       "run with `backend.type: cpu`.";
   return m;
 }
 

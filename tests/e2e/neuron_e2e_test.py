@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end tests of `pagoda serve` with `backend.type: neuron`, run over the fake libnrt
-(tests/fake_nrt) because there is no Neuron device here.
+(tests/kernels/neuron) because there is no Neuron device here.
 
 This file covers:
 - greedy parity with the aidreams260K reference (which is what the cpu backend gives),
@@ -12,7 +12,7 @@ This file covers:
 
 The fake's counters come from its FAKE_NRT_COUNTERS file. The fake writes that file at
 nrt_close and again when the process exits. The artifacts (manifest.json plus the fake NEFFs)
-are written by tests/fake_nrt's `fake_nrt_artifacts`. Servers listen on free loopback ports.
+are written by tests/kernels/neuron's `fake_nrt_artifacts`. Servers listen on free loopback ports.
 
 Usage: neuron_e2e_test.py --pagoda BIN --repo DIR --shared DIR --fake-nrt LIB
        --fake-nrt-stub LIB --artifacts-tool BIN
@@ -45,7 +45,7 @@ WARMUP_EXECUTES = len(ENABLED)  # neuron.warmup runs every enabled program once
 
 LIBRARY_HINT = ("  The Neuron backend needs an Inf2/Trn1/Trn2 instance with the aws-neuronx-dkms "
                 "driver and the\n  aws-neuronx-runtime-lib package. Set neuron.runtime_library to "
-                "its path, or run with `backend: cpu`.")
+                "its path, or run with `backend.type: cpu`.")
 
 
 def clean_env(drop=(), **extra):

@@ -74,7 +74,7 @@ TEST_F(NeuronBackendTest, LibraryMissing) {
             "object file: No such file or directory\n"
             "  The Neuron backend needs an Inf2/Trn1/Trn2 instance with the aws-neuronx-dkms "
             "driver and the\n  aws-neuronx-runtime-lib package. Set neuron.runtime_library to "
-            "its path, or run with `backend: cpu`.");
+            "its path, or run with `backend.type: cpu`.");
   EXPECT_EQ(StartupExitCode(BackendStartupError(b.status())), kExitBackendUnavailable);
 }
 
