@@ -125,8 +125,7 @@ Result<int32_t> ResolveNumBlocks(const KvCacheConfig& config) {
 
 Status ValidateKvCacheOptions(const KvCacheOptions& o) {
   PAGODA_RETURN_IF_ERROR(CheckRange("kv_cache.block_size", o.block_size, kKvBlockSizeRange));
-  PAGODA_RETURN_IF_ERROR(
-      CheckRange("kv_cache.memory_bytes", o.memory_bytes, kKvMemoryBytesRange));
+  PAGODA_RETURN_IF_ERROR(CheckRange("kv_cache.memory_bytes", o.memory_bytes, kKvMemoryBytesRange));
   return CheckRange("kv_cache.num_blocks", o.num_blocks, kKvNumBlocksRange);
 }
 

@@ -56,8 +56,8 @@ Status ValidateKvCacheOptions(const KvCacheOptions& options);
 
 struct KvCacheConfig {
   int32_t block_size = kDefaultKvBlockSize;  // tokens per block; kKvBlockSizeRange
-  int64_t num_blocks = 0;    // set exactly one of num_blocks / memory_bytes
-  int64_t memory_bytes = 0;  // pool budget for all layers, K and V
+  int64_t num_blocks = 0;                    // set exactly one of num_blocks / memory_bytes
+  int64_t memory_bytes = 0;                  // pool budget for all layers, K and V
   KvDtype dtype = KvDtype::kBf16;
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;

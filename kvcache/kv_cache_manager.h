@@ -51,7 +51,6 @@ class KvCacheManager {
   double usage() const;
   bool CanAllocate(int32_t num_new_blocks) const { return num_new_blocks <= num_free_blocks(); }
   PrefixCacheStats stats() const;
-  const BlockPool& block_pool() const { return pool_; }
 
   bool HasSequence(int64_t seq_id) const { return sequences_.contains(seq_id); }
   int32_t num_sequences() const { return static_cast<int32_t>(sequences_.size()); }
@@ -89,11 +88,10 @@ class KvCacheManager {
   // Copies queued by AllocateSlots since the last call; the backend performs them in order
   // (KvPool::CopyBlocks) before the step's writes. Copies into blocks freed meanwhile are dropped.
   std::vector<BlockCopy> TakePendingBlockCopies();
-  std::span<const BlockCopy> pending_block_copies() const { return pending_copies_; }
-  // Drops all cached content of unreferenced blocks (they become free). Returns the count.
-  int32_t ResetPrefixCache() { return pool_.DropEvictable(); }
 
  private:
+  friend struct KvCacheManagerTestPeer;  // tests/kvcache/kv_cache_manager_test_peer.h
+
   struct SequenceState {
     std::vector<int32_t> block_table;
     int32_t num_tokens = 0;

@@ -17,9 +17,9 @@
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/model_config.h"
+#include "model/quantize.h"
 #include "model/safetensors.h"
 #include "model/tokenizer/sentencepiece_model.h"
-#include "model/quantize.h"
 
 namespace pagoda {
 namespace {

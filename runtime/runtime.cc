@@ -18,13 +18,13 @@ Status RejectKeysTheBackendIgnores(const RuntimeConfig& c) {
         "backend.type neuron (the KV cache geometry comes from the Neuron manifest; leave "
         "kv_cache.* at its defaults)";
     const KvCacheOptions d;
-    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.block_size != d.block_size,
-                                         "kv_cache.block_size", kWhy));
+    PAGODA_RETURN_IF_ERROR(
+        RejectIgnored(c.kv_cache.block_size != d.block_size, "kv_cache.block_size", kWhy));
     PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.dtype != d.dtype, "kv_cache.dtype", kWhy));
-    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.memory_bytes != d.memory_bytes,
-                                         "kv_cache.memory_bytes", kWhy));
-    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.kv_cache.num_blocks != d.num_blocks,
-                                         "kv_cache.num_blocks", kWhy));
+    PAGODA_RETURN_IF_ERROR(
+        RejectIgnored(c.kv_cache.memory_bytes != d.memory_bytes, "kv_cache.memory_bytes", kWhy));
+    PAGODA_RETURN_IF_ERROR(
+        RejectIgnored(c.kv_cache.num_blocks != d.num_blocks, "kv_cache.num_blocks", kWhy));
     return RejectIgnored(c.cpu.threads != cpu::CpuBackendOptions{}.threads, "backend.threads",
                          "backend.type neuron (it sizes the CPU backend's thread arena)");
   }

@@ -27,11 +27,11 @@ inline constexpr std::pair<std::string_view, BackendType> kBackendTypeNames[] = 
     {"cpu", BackendType::kCpu}, {"neuron", BackendType::kNeuron}};
 
 struct RuntimeConfig {
-  EngineConfig engine;                   // engine.*, server.max_waiting_requests, prefix caching
-  KvCacheOptions kv_cache;               // kv_cache.* (CPU backend; Neuron: from the manifest)
+  EngineConfig engine;                      // engine.*, server.max_waiting_requests, prefix caching
+  KvCacheOptions kv_cache;                  // kv_cache.* (CPU backend; Neuron: from the manifest)
   BackendType backend = BackendType::kCpu;  // backend.type
-  cpu::CpuBackendOptions cpu;            // backend.threads (+ the CLI's kernel flags)
-  NeuronOptions neuron;                  // neuron.* (backend.type neuron only)
+  cpu::CpuBackendOptions cpu;               // backend.threads (+ the CLI's kernel flags)
+  NeuronOptions neuron;                     // neuron.* (backend.type neuron only)
   bool operator==(const RuntimeConfig&) const = default;
 };
 

@@ -103,9 +103,9 @@ struct Field {
   std::string_view path;
   Kind kind;
   Getter get;
-  IntRange range;                          // kInt
+  IntRange range;                             // kInt
   std::span<const std::string_view> choices;  // kChoice
-  bool allow_empty = false;                // kAddress
+  bool allow_empty = false;                   // kAddress
 };
 
 #define PAGODA_CFG(member) [](PagodaConfig& c) -> FieldPtr { return &c.member; }

@@ -23,7 +23,8 @@ namespace pagoda {
 namespace {
 
 void SetupLogging(const LoggingSection& l) {
-  spdlog::set_level(spdlog::level::from_str(std::string(EnumName<LogLevel>(kLogLevelNames, l.level))));
+  spdlog::set_level(
+      spdlog::level::from_str(std::string(EnumName<LogLevel>(kLogLevelNames, l.level))));
   if (l.format == LogFormat::kJson) {
     spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
   } else {

@@ -15,10 +15,10 @@
 #include "bench/read_bandwidth.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "model/model.h"
+#include "runtime/runtime.h"
 #include "tools/bench_serve.h"
 #include "tools/commands.h"
 #include "tools/kernels_flag.h"
-#include "runtime/runtime.h"
 
 namespace pagoda::cli {
 namespace {

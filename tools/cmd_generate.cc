@@ -9,10 +9,10 @@
 
 #include "model/model.h"
 #include "pagoda/v1/generation.grpc.pb.h"
+#include "runtime/runtime.h"
 #include "tools/commands.h"
 #include "tools/grpc_client.h"
 #include "tools/kernels_flag.h"
-#include "runtime/runtime.h"
 
 namespace pagoda::cli {
 namespace {
@@ -27,8 +27,8 @@ struct GenerateArgs {
   bool json = false;
   RuntimeConfig runtime;
   std::string kv_dtype = "auto";  // --kv-dtype (kv_cache.dtype)
-  std::string server;        // non-empty: send to a running `pagoda serve`
-  KernelFlags kernel_flags;  // --kernels, --f16-matmul
+  std::string server;             // non-empty: send to a running `pagoda serve`
+  KernelFlags kernel_flags;       // --kernels, --f16-matmul
   ClientOptions client;
 };
 

@@ -20,12 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/neuron/neuron_backend.h"
-#include "runtime/runtime.h"
 #include "model/chat_template.h"
 #include "model/gguf.h"
 #include "model/hf_model.h"
 #include "model/model.h"
 #include "model/model_config.h"
+#include "runtime/runtime.h"
 #include "tools/commands.h"
 
 namespace pagoda::cli {

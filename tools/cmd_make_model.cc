@@ -2,9 +2,9 @@
 // model/make_model.h).
 #include <cstdio>
 
-#include "tools/commands.h"
 #include "model/make_model.h"
 #include "model/quantize.h"
+#include "tools/commands.h"
 
 namespace pagoda::cli {
 namespace {

@@ -4,8 +4,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "tools/commands.h"
 #include "model/quantize.h"
+#include "tools/commands.h"
 
 namespace pagoda::cli {
 namespace {

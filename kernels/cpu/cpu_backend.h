@@ -16,9 +16,9 @@
 #include "common/field_check.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/attention/attention_block_tkg.h"
+#include "kernels/cpu/kv_pool.h"
 #include "kernels/cpu/ops.h"
 #include "kvcache/kv_cache_config.h"
-#include "kernels/cpu/kv_pool.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 

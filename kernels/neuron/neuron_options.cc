@@ -13,8 +13,8 @@ std::string ProgramIdError(std::span<const std::string> ids, size_t i, const std
 }
 
 Status ValidateNeuronOptions(const NeuronOptions& o) {
-  PAGODA_RETURN_IF_ERROR(CheckRange("neuron.logical_nc_config", o.logical_nc_config,
-                                    kNeuronLogicalNcConfigRange));
+  PAGODA_RETURN_IF_ERROR(
+      CheckRange("neuron.logical_nc_config", o.logical_nc_config, kNeuronLogicalNcConfigRange));
   PAGODA_RETURN_IF_ERROR(CheckRange("neuron.vnc", o.vnc, kNeuronVncRange));
   PAGODA_RETURN_IF_ERROR(
       CheckRange("neuron.exec_timeout_s", o.exec_timeout_s, kNeuronExecTimeoutRange));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/kv_pool.h"
+#include "tests/kvcache/kv_cache_manager_test_peer.h"
 
 namespace pagoda {
 namespace {
@@ -137,7 +138,7 @@ TEST(KvCacheManagerTest, PrefixCacheReusesFullBlocksOfFreedSequence) {
   std::vector<int32_t> longer = Iota(12);
   longer[10] = 7;
   EXPECT_EQ(Prefill(m, 3, longer), 8);
-  EXPECT_EQ(m.block_pool().ref_count(first_blocks[0]), 2);
+  EXPECT_EQ(KvCacheManagerTestPeer::block_pool(m).ref_count(first_blocks[0]), 2);
   // A different first block breaks the chain: no hit even though block 2 matches.
   std::vector<int32_t> other = Iota(10);
   other[0] = 1;
@@ -169,7 +170,7 @@ TEST(KvCacheManagerTest, EvictionDropsLeastRecentlyFreedTailFirst) {
   EXPECT_EQ(m.stats().evicted_blocks, 1);
   EXPECT_EQ(m.NumCachedPromptTokens(Iota(7)), 4);
   ASSERT_TRUE(m.Free(2).ok());
-  EXPECT_EQ(m.ResetPrefixCache(), 2);
+  EXPECT_EQ(KvCacheManagerTestPeer::ResetPrefixCache(m), 2);
   EXPECT_EQ(m.NumCachedPromptTokens(Iota(7)), 0);
   EXPECT_EQ(m.num_free_blocks(), 4);
 }
@@ -192,7 +193,7 @@ TEST(KvCacheManagerTest, PrefixCachingDisabled) {
   ASSERT_TRUE(m.Free(1).ok());
   EXPECT_EQ(m.NumCachedPromptTokens(Iota(6)), 0);
   EXPECT_EQ(m.num_evictable_blocks(), 0);
-  EXPECT_EQ(m.block_pool().num_cached_blocks(), 0);
+  EXPECT_EQ(KvCacheManagerTestPeer::block_pool(m).num_cached_blocks(), 0);
 }
 
 TEST(KvCacheManagerTest, ForkSharesBlocksAndRequiresCommittedSlots) {
@@ -203,7 +204,8 @@ TEST(KvCacheManagerTest, ForkSharesBlocksAndRequiresCommittedSlots) {
   ASSERT_TRUE(m.Fork(1, 2).ok());
   EXPECT_EQ(m.Fork(1, 2).code(), StatusCode::kFailedPrecondition);
   ASSERT_EQ(m.block_table(2).size(), 2u);
-  for (int32_t b : m.block_table(1)) EXPECT_EQ(m.block_pool().ref_count(b), 2);
+  for (int32_t b : m.block_table(1))
+    EXPECT_EQ(KvCacheManagerTestPeer::block_pool(m).ref_count(b), 2);
   EXPECT_EQ(m.num_free_blocks(), 6);
   EXPECT_EQ(*m.NumBlocksToAllocate(2, 1), 1);  // copy-on-write of the partial block
   EXPECT_EQ(*m.NumBlocksToAllocate(2, 3), 2);
@@ -256,8 +258,8 @@ TEST(KvCacheManagerTest, CopyOnWriteAfterForkLeavesParentUnchanged) {
   const int32_t child_block = m->block_table(2)[1];
   EXPECT_NE(child_block, shared_partial);
   EXPECT_EQ(m->block_table(1)[1], shared_partial);
-  EXPECT_EQ(m->block_pool().ref_count(shared_partial), 1);
-  EXPECT_EQ(m->block_pool().ref_count(shared_full), 2);
+  EXPECT_EQ(KvCacheManagerTestPeer::block_pool(*m).ref_count(shared_partial), 1);
+  EXPECT_EQ(KvCacheManagerTestPeer::block_pool(*m).ref_count(shared_full), 2);
   std::vector<BlockCopy> copies = m->TakePendingBlockCopies();
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(copies[0], (BlockCopy{shared_partial, child_block}));

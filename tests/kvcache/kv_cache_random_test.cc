@@ -11,8 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "kvcache/kv_cache_manager.h"
 #include "kernels/cpu/kv_pool.h"
+#include "kvcache/kv_cache_manager.h"
+#include "tests/kvcache/kv_cache_manager_test_peer.h"
 
 namespace pagoda {
 namespace {
@@ -86,7 +87,7 @@ class RandomKvCacheRun {
     if (op < 83) return ForkSequence(seq);
     if (op < 95) return FreeSequence(seq);
     if (op < 98) return AllocateUntilExhausted();
-    EXPECT_GE(manager_->ResetPrefixCache(), 0);
+    EXPECT_GE(KvCacheManagerTestPeer::ResetPrefixCache(*manager_), 0);
   }
 
   std::vector<int32_t> RandomPrompt() {
@@ -212,7 +213,7 @@ class RandomKvCacheRun {
   // Reads through the pending copies: a pending copy's destination shows its source's data.
   bool SlotHolds(int32_t slot, int32_t token) {
     const KvPoolStrides& s = pool_->strides();
-    for (const BlockCopy& copy : manager_->pending_block_copies()) {
+    for (const BlockCopy& copy : KvCacheManagerTestPeer::pending_block_copies(*manager_)) {
       if (copy.dst_block == slot / block_size_) {
         slot = copy.src_block * block_size_ + slot % block_size_;
         break;
@@ -239,15 +240,16 @@ class RandomKvCacheRun {
 };
 
 void RandomKvCacheRun::CheckInvariants() {
-  const BlockPool& blocks = manager_->block_pool();
+  const BlockPool& blocks = KvCacheManagerTestPeer::block_pool(*manager_);
   std::vector<int32_t> expected_refs(blocks.num_blocks(), 0);
   for (const auto& [seq, sim] : sequences_) {
     for (int32_t b : manager_->block_table(seq)) ++expected_refs[b];
     CheckSequence(seq, sim);
   }
   CheckBlockStates(expected_refs);
-  for (const BlockCopy& copy : manager_->pending_block_copies()) {
-    ASSERT_EQ(manager_->block_pool().ref_count(copy.dst_block), 1) << "copy into a shared block";
+  for (const BlockCopy& copy : KvCacheManagerTestPeer::pending_block_copies(*manager_)) {
+    ASSERT_EQ(KvCacheManagerTestPeer::block_pool(*manager_).ref_count(copy.dst_block), 1)
+        << "copy into a shared block";
   }
   EXPECT_EQ(manager_->num_sequences(), static_cast<int32_t>(sequences_.size()));
   EXPECT_GE(manager_->usage(), 0.0);
@@ -257,7 +259,7 @@ void RandomKvCacheRun::CheckInvariants() {
 // Ref counts match the block tables; free / in-use / evictable states are consistent; cached
 // blocks' stored tokens hash to their key and the cache finds them under it.
 void RandomKvCacheRun::CheckBlockStates(const std::vector<int32_t>& expected_refs) {
-  const BlockPool& blocks = manager_->block_pool();
+  const BlockPool& blocks = KvCacheManagerTestPeer::block_pool(*manager_);
   int32_t num_free = 0, num_evictable = 0, num_cached = 0;
   for (int32_t b = 0; b < blocks.num_blocks(); ++b) {
     ASSERT_EQ(blocks.ref_count(b), expected_refs[b]) << "block " << b;
@@ -301,7 +303,7 @@ void RandomKvCacheRun::CheckSequence(int64_t seq, const SimSequence& sim) {
   ASSERT_EQ(std::ranges::adjacent_find(sorted), sorted.end()) << "duplicate block in table";
   std::vector<int32_t> slots(sim.num_reserved);
   ASSERT_TRUE(manager_->GetSlotMapping(seq, 0, slots).ok());
-  const BlockPool& blocks = manager_->block_pool();
+  const BlockPool& blocks = KvCacheManagerTestPeer::block_pool(*manager_);
   for (int32_t p = 0; p < sim.num_reserved; ++p) {
     ASSERT_GE(slots[p], 0);
     ASSERT_EQ(slots[p] / block_size_, table[p / block_size_]);
@@ -322,7 +324,7 @@ void RandomKvCacheRun::CheckSequence(int64_t seq, const SimSequence& sim) {
 void RandomKvCacheRun::FreeEverything() {
   while (!sequences_.empty()) FreeSequence(sequences_.begin()->first);
   CheckInvariants();
-  const BlockPool& blocks = manager_->block_pool();
+  const BlockPool& blocks = KvCacheManagerTestPeer::block_pool(*manager_);
   for (int32_t b = 0; b < blocks.num_blocks(); ++b) ASSERT_EQ(blocks.ref_count(b), 0);
   EXPECT_EQ(manager_->num_free_blocks(), manager_->num_blocks());
   EXPECT_EQ(blocks.num_free_blocks() + blocks.num_evictable_blocks(), manager_->num_blocks());

@@ -13,12 +13,12 @@
 #include <fstream>
 #include <span>
 
-#include "tests/reference/llama_forward.h"
 #include "model/hf_model.h"
+#include "model/make_model.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "tests/reference/llama_forward.h"
 #include "tests/test_data.h"
-#include "model/make_model.h"
 
 namespace pagoda {
 namespace {
@@ -85,8 +85,8 @@ TEST_P(CrossFormat, SameLogitsFromGgufAndSafetensors) {
   auto lb = fb.Forward(ids, true);
   ASSERT_TRUE(lb.ok()) << lb.status().ToString();
   ASSERT_EQ(logits_a.size(), lb->size());
-  // With AVX512-BF16 the BF16 matmul rounds activations to bf16 (kernels/cpu/matmul/matmul.h), so the
-  // last-bit differences of the attention sums (whose order the layouts change) can flip a
+  // With AVX512-BF16 the BF16 matmul rounds activations to bf16 (kernels/cpu/matmul/matmul.h), so
+  // the last-bit differences of the attention sums (whose order the layouts change) can flip a
   // rounding: BF16 gets a looser bound. F32 and F16 keep fp32 activations.
   const float tol = GetParam() == GgmlType::kBF16 ? 5e-2f : 1e-4f;
   const float max_abs = MaxAbs(logits_a);

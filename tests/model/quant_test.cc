@@ -14,14 +14,14 @@
 #include <cstring>
 #include <random>
 
-#include "tests/reference/llama_forward.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/quants.h"
 #include "model/tensor_types.h"
-#include "tests/run_pagoda.h"
+#include "tests/reference/llama_forward.h"
 #include "tests/reference/synth_reference.h"
+#include "tests/run_pagoda.h"
 #include "tests/test_data.h"
 
 namespace pagoda {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/reference/llama_forward.h"
 #include "model/model.h"
+#include "tests/reference/llama_forward.h"
 #include "tests/test_data.h"
 
 namespace pagoda::testing {

@@ -10,8 +10,8 @@
 
 #include <filesystem>
 
-#include "tests/test_data.h"
 #include "runtime/runtime.h"
+#include "tests/test_data.h"
 
 namespace pagoda {
 namespace {

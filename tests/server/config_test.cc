@@ -226,7 +226,8 @@ TEST(ConfigParse, AbsentKeysKeepTheirDefaults) {
 TEST(ConfigParse, AcceptedSpellings) {
   EXPECT_EQ(ParseOk("engine: {max_num_seqs: \"8\"}").runtime.engine.scheduler.max_num_seqs, 8);
   EXPECT_EQ(ParseOk("engine: {max_num_seqs: +8}").runtime.engine.scheduler.max_num_seqs, 8);
-  EXPECT_FALSE(ParseOk("kv_cache: {enable_prefix_caching: False}").runtime.engine.enable_prefix_caching);
+  EXPECT_FALSE(
+      ParseOk("kv_cache: {enable_prefix_caching: False}").runtime.engine.enable_prefix_caching);
   EXPECT_EQ(ParseOk("model: {path: }").model.path, "");
   EXPECT_EQ(ParseOk("model: {name: \"~\"}").model.name, "~");
   EXPECT_EQ(ParseOk("server: {listen_address: unix:/run/pagoda.sock}").server.listen_address,
@@ -624,11 +625,19 @@ neuron:
 }
 
 TEST(ConfigNeuron, BucketsEnableForms) {
-  EXPECT_EQ(ParseOk("backend: {type: neuron}\n" "neuron: {buckets: {enable: [a, \"b c\", 7]}}").runtime.neuron.buckets_enable,
+  EXPECT_EQ(ParseOk("backend: {type: neuron}\n"
+                    "neuron: {buckets: {enable: [a, \"b c\", 7]}}")
+                .runtime.neuron.buckets_enable,
             (std::vector<std::string>{"a", "b c", "7"}));
-  EXPECT_TRUE(ParseOk("backend: {type: neuron}\n" "neuron:\n  buckets:\n    enable: []\n").runtime.neuron.buckets_enable.empty());
-  EXPECT_TRUE(ParseOk("backend: {type: neuron}\n" "neuron:\n  buckets:\n    enable:\n").runtime.neuron.buckets_enable.empty());
-  EXPECT_TRUE(ParseOk("backend: {type: neuron}\n" "neuron:\n  buckets:\n").runtime.neuron.buckets_enable.empty());
+  EXPECT_TRUE(ParseOk("backend: {type: neuron}\n"
+                      "neuron:\n  buckets:\n    enable: []\n")
+                  .runtime.neuron.buckets_enable.empty());
+  EXPECT_TRUE(ParseOk("backend: {type: neuron}\n"
+                      "neuron:\n  buckets:\n    enable:\n")
+                  .runtime.neuron.buckets_enable.empty());
+  EXPECT_TRUE(ParseOk("backend: {type: neuron}\n"
+                      "neuron:\n  buckets:\n")
+                  .runtime.neuron.buckets_enable.empty());
 }
 
 TEST(ConfigNeuron, BucketsEnableErrorsNameFileLineAndKey) {
@@ -662,7 +671,8 @@ TEST(ConfigNeuron, BucketsEnableOverrideValidateAndDump) {
   PagodaConfig c;
   c.runtime.backend = BackendType::kNeuron;
   ASSERT_TRUE(ApplyOverride(c, "neuron.buckets.enable=[decode_b1, prefill_t16]").ok());
-  EXPECT_EQ(c.runtime.neuron.buckets_enable, (std::vector<std::string>{"decode_b1", "prefill_t16"}));
+  EXPECT_EQ(c.runtime.neuron.buckets_enable,
+            (std::vector<std::string>{"decode_b1", "prefill_t16"}));
   const std::string dumped = DumpConfig(c);
   EXPECT_NE(dumped.find("  buckets:\n    enable: [\"decode_b1\", \"prefill_t16\"]\n"),
             std::string::npos)

@@ -7,11 +7,11 @@
 
 #include <cstdlib>
 
+#include "runtime/runtime.h"
 #include "scheduler/engine.h"
 #include "tests/kernels/neuron/fake_artifacts.h"
 #include "tests/kernels/neuron/fake_nrt.h"
 #include "tests/test_data.h"
-#include "runtime/runtime.h"
 
 namespace pagoda {
 namespace {

@@ -7,9 +7,9 @@
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/manifest.h"
 #include "kernels/neuron/neuron_backend.h"
-#include "runtime/runtime.h"
 #include "kernels/neuron/neuron_env.h"
 #include "kernels/neuron/nrt_status.h"
+#include "runtime/runtime.h"
 
 namespace pagoda::neuron {
 namespace {
