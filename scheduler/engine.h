@@ -1,14 +1,18 @@
-// Engine: the continuous-batching loop. Owns the scheduler and the KV block bookkeeping, drives
-// a Backend one step at a time, samples, detokenizes, checks stop conditions and streams
-// RequestOutput messages to each request's RequestStream.
+// Engine: the continuous-batching loop (the engine core). Owns the KV block bookkeeping
+// (KvCacheManager), the Scheduler and the OutputProcessor, and drives a Backend one step at a
+// time; the OutputProcessor (output_processor.h) turns logits into each request's RequestOutput
+// messages and owns all per-request state.
 //
 // Threading: Submit() and Abort() may be called from any thread; they only touch an inbox.
 // Step() runs on one thread at a time -- either the engine's own loop thread (Start/Stop) or
 // the caller's (tests, the CLI), never both.
 //
-// One step: drain inbox (new requests, aborts) -> Schedule -> build StepBatch (decodes first)
-// -> Backend::Execute -> for each sequence that completed its tokens: sample, append, detok,
-// stop checks, emit; fork the samples of n > 1 requests after their prompt; free finished.
+// One step: drain inbox (new requests -> OutputProcessor::AddRequest + Scheduler::AddWaiting;
+// aborts) -> Schedule -> build StepBatch (decodes first) -> Backend::Execute -> commit the
+// computed tokens to the KV cache -> hand each sequence that completed its tokens, with its
+// logits row, to the OutputProcessor (sample, detokenize, stop checks, n > 1 forks, messages)
+// -> publish stats. Through CoreHooks the processor has the engine start forks
+// (KvCacheManager::Fork + Scheduler::AddRunning) and free finished sequences (Scheduler::Finish).
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include "kernels/backend.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/tokenizer.h"
+#include "scheduler/output_processor.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 
@@ -90,40 +95,29 @@ class Engine {
   // Called on the engine thread with the last message of every request (whoever reads the
   // stream), e.g. to record metrics. Set before Start().
   void SetFinishObserver(std::function<void(const RequestOutput&)> fn) {
-    finish_observer_ = std::move(fn);
+    processor_.SetFinishObserver(std::move(fn));
   }
 
  private:
-  struct SampleState;
-  struct RequestState;
   Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config);
+  CoreHooks MakeCoreHooks();
 
   Status ValidateRequest(const Request& r) const;
   void DrainInbox();
-  void AdmitRequest(std::unique_ptr<RequestState> state);
-  void AbortNow(const std::string& request_id);
   Status RunStep(const SchedulerOutput& out);
-  void ProcessSampled(SampleState& s, std::span<const float> logits);
-  void ForkSamples(RequestState& r, std::span<const float> logits);
-  void AppendToken(SampleState& s, int32_t token, const TokenLogprob* lp);
-  // Ends a sample; `out` carries its last tokens/text (may be empty). Emits the final message.
-  void FinishSample(SampleState& s, FinishReason reason, RequestOutput out,
-                    const std::string& error = "");
-  void FailStep(const SchedulerOutput& out, const Status& status);
+  Result<int32_t> BuildStepBatch(const SchedulerOutput& out);
+  void CommitStep(const SchedulerOutput& out);
   void Loop();
   void UpdateStats();
 
-  const Tokenizer& tokenizer_;
   Backend& backend_;
-  EngineConfig config_;
+  const int32_t max_model_len_;  // EngineConfig::max_model_len, resolved against the backend
+  const int32_t max_waiting_requests_;
   KvCacheManager kv_;
   Scheduler scheduler_;
+  OutputProcessor processor_;  // owns every live request's state and Sequences
 
-  // Engine-thread state.
-  std::map<std::string, std::unique_ptr<RequestState>> requests_;
-  std::map<int64_t, SampleState*> samples_by_seq_;
-  int64_t next_seq_id_ = 0;
-  uint64_t next_arrival_ = 0;
+  // Engine-thread state: the step batch, reused across steps.
   std::vector<int32_t> token_ids_, slot_mapping_;
   std::vector<StepSequence> step_seqs_;
   std::vector<float> logits_;
@@ -131,7 +125,7 @@ class Engine {
   // Inbox (any thread).
   mutable std::mutex inbox_mu_;
   std::condition_variable inbox_cv_;
-  std::vector<std::unique_ptr<RequestState>> inbox_new_;
+  std::vector<NewRequest> inbox_new_;
   std::vector<std::string> inbox_abort_;
   std::map<std::string, bool> live_ids_;  // submitted and not yet finished
   int32_t num_inbox_waiting_ = 0;
@@ -140,9 +134,8 @@ class Engine {
   // Published stats (read from any thread).
   mutable std::mutex stats_mu_;
   EngineStats stats_;
-  int64_t prompt_tokens_ = 0, generation_tokens_ = 0, steps_ = 0;
+  int64_t prompt_tokens_ = 0, steps_ = 0;
 
-  std::function<void(const RequestOutput&)> finish_observer_;
   std::thread loop_;
   std::atomic<bool> stop_{false};
 };

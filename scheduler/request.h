@@ -50,7 +50,8 @@ struct Usage {
   int32_t cached_prompt_tokens = 0;  // served from the prefix cache (first admission)
 };
 
-// Per-request lifecycle timestamps (the first sample's; preemptions counted for all samples).
+// Per-request lifecycle timestamps. first_token, token_times and num_preemptions are sample 0's;
+// finished is when the request's last sample ended.
 struct RequestTimes {
   EngineClock::time_point arrival, first_scheduled, first_token, finished;
   std::vector<EngineClock::time_point> token_times;  // one per generated token of sample 0

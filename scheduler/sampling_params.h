@@ -3,7 +3,7 @@
 // A plain struct; ValidateSamplingParams() checks it against a vocabulary and answers
 // INVALID_ARGUMENT naming the field and its allowed range. A Sampler (scheduler/sampler.h)
 // expects params that passed validation. Stop strings live in scheduler/stop_checker.h;
-// token-id stops (EOS, stop_token_ids) are the engine's business.
+// token-id stops (EOS, stop_token_ids) are the OutputProcessor's business.
 //
 //   temperature         1.0   0 = greedy (argmax after penalties); [0, 100]
 //   top_k               0     0 or -1 = off; else keep the k most likely tokens; <= vocab

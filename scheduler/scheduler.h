@@ -1,13 +1,19 @@
 // Scheduler: iteration-level (continuous batching) policy over the paged KV cache.
 //
 // Each Schedule() builds one step under max_num_batched_tokens / max_num_seqs:
-//   1. one token for every running decode (priority order); when a decode cannot get a block,
-//      preempt a victim (PickVictim: lowest priority, then newest) -- possibly itself;
+//   1. one token for every running decode (policy order, see ServesBefore);
 //   2. the next chunk of running, partially prefilled sequences (chunked prefill);
-//   3. admit waiting sequences (policy order; preempted ones first) while blocks, budget,
-//      max_num_seqs and max_num_partial_prefills allow. Prefix-cache hits count as computed.
-// KV slots for everything scheduled are allocated here; the caller runs the step, then calls
-// OnStepDone / Finish. Used by one engine thread; not thread-safe.
+//   3. admit waiting sequences (policy order; preempted ones re-enter ahead of everything that
+//      arrived after them) while blocks, budget, max_num_seqs and max_num_partial_prefills
+//      allow; a head that does not fit holds back the rest. Prefix-cache hits count as computed.
+// When a sequence of 1. or 2. cannot get a block, a victim is preempted (PickVictim: the last
+// running one in policy order -- under kPriority the lowest priority, then the newest -- that
+// is not already in this step, possibly the sequence itself): its blocks are freed and it
+// waits to be recomputed.
+// KV slots for everything scheduled are allocated here. The caller runs the step, commits the
+// computed tokens (KvCacheManager::CommitTokens, Sequence::num_computed_tokens) and calls
+// Finish() when a sequence ends (in Pagoda the Engine; its OutputProcessor appends sampled
+// tokens and decides when a sequence ends). Used by one engine thread; not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -62,8 +68,8 @@ class Scheduler {
  public:
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
 
-  // Queues a new sequence (waiting). The Sequence is owned by the caller and must stay alive
-  // until Finish().
+  // Queues a new sequence (waiting). The Sequence is owned by the caller (the OutputProcessor)
+  // and must stay alive until Finish().
   void AddWaiting(Sequence* seq);
   // Adds an already running sequence (a fork that shares its parent's blocks).
   void AddRunning(Sequence* seq);

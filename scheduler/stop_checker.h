@@ -9,7 +9,7 @@
 // ends just before the stop string (or just after it with include_stop_str_in_output) and
 // nothing later is ever emitted. Flush() at the end of generation releases the held-back text.
 // Emitted pieces never split a UTF-8 character when the deltas are valid UTF-8.
-// Token-id stops (EOS, stop_token_ids) are left to the engine.
+// Token-id stops (EOS, stop_token_ids) are left to the OutputProcessor (output_processor.h).
 #pragma once
 
 #include <cstdint>
