@@ -15,6 +15,7 @@
 #include <random>
 
 #include "tests/reference/llama_forward.h"
+#include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "model/gguf.h"
 #include "model/model.h"

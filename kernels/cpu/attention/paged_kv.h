@@ -10,7 +10,7 @@
 //
 // Element encodings: kF32 = float, kBf16 / kF16 = uint16_t bits, kFp8E4m3 = uint8_t bits of
 // OCP float8_e4m3fn (max 448, round-to-nearest-even, saturating; identical to
-// kvcache/fp8_e4m3.h). fp8 scale convention (seed-kernels.md 2.7.0, same as KvPool): k_scale
+// common/numerics.h). fp8 scale convention (seed-kernels.md 2.7.0, same as KvPool): k_scale
 // and v_scale are MULTIPLIERS on the way into fp8, stored = fp8(clamp(x * scale)). The kernels
 // dequantize to the logical value decode(stored) / scale, so callers never compensate for the
 // scales themselves (no softmax_scale / k_scale, no W_out / v_scale). For other dtypes the

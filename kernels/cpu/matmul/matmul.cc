@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul_kernels.h"
 #include "kernels/cpu/portable_math.h"
 
@@ -55,13 +56,6 @@ Kernel SelectKernel(SimdLevel level, GgmlType type) {
 }
 
 // --------------------------------------------------------------------- activation prep ----
-
-inline uint16_t ToBf16(float f) {  // round to nearest even (NaN: quiet, sign kept)
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
 
 // One token: xq / xd blocks of 32 (d = amax / 127, q = round-to-nearest-even(x / d)).
 void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
@@ -207,7 +201,7 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
-        for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
+        for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = Fp32ToBf16(xt[c]);
       } else if (format == ActFormat::kI16) {
         internal::X86I16Quantizer()(xt, cols, ld, p.xi.data() + t * ld,
                                     p.xd.data() + t * ld / kQ8Block);
