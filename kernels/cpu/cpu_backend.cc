@@ -11,25 +11,11 @@
 namespace pagoda::cpu {
 namespace {
 
-PagedKvDtype ToPagedDtype(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32:
-      return PagedKvDtype::kF32;
-    case KvDtype::kBf16:
-      return PagedKvDtype::kBf16;
-    case KvDtype::kF16:
-      return PagedKvDtype::kF16;
-    case KvDtype::kFp8E4m3:
-      return PagedKvDtype::kFp8E4m3;
-  }
-  return PagedKvDtype::kF32;
-}
-
 // Writes new K/V rows [n][n_kv_heads][d] (logical fp32) into the paged cache at `slots`
 // (slots < 0 or past the pool are skipped).
 void WriteKv(const PagedKvView& kv, const float* k, const float* v,
              std::span<const int32_t> slots) {
-  const size_t elem = PagedKvElementSize(kv.dtype);
+  const size_t elem = KvDtypeSize(kv.dtype);
   const int64_t d = kv.head_dim;
   for (size_t t = 0; t < slots.size(); ++t) {
     const int32_t slot = slots[t];
@@ -100,7 +86,7 @@ PagedKvView CpuBackend::LayerView(int layer) {
   PagedKvView kv;
   kv.k = pool_.layer_data(layer);
   kv.v = pool_.layer_data(layer) + pool_.strides().kv * static_cast<int64_t>(pool_.element_size());
-  kv.dtype = ToPagedDtype(pool_.dtype());
+  kv.dtype = pool_.dtype();
   kv.num_blocks = pool_.num_blocks();
   kv.n_kv_heads = config_.n_kv_heads;
   kv.block_size = pool_.config().block_size;

@@ -394,7 +394,7 @@ void TkgRunner::TokenStages(const TkgConfig& c, const TkgWeights& w, const TkgAr
 void TkgRunner::WriteCache(const TkgArgs& a, int64_t n, const TkgWorkspace& ws) {
   const PagedKvView& kv = a.kv;
   const int32_t d = kv.head_dim;
-  const size_t es = PagedKvElementSize(kv.dtype);
+  const size_t es = KvDtypeSize(kv.dtype);
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_heads) * d;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = a.slots[t];

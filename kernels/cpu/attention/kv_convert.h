@@ -24,22 +24,22 @@ inline constexpr std::array<float, 256> kFp8ToF32 = MakeFp8Table();
 
 // dst[i] = logical value of src element i (fp8: decode / scale). `inv_scale` is 1/scale (1 for
 // the non-fp8 types). n elements.
-inline void DecodeRow(PagedKvDtype dtype, const void* src, float inv_scale, float* dst, int64_t n) {
+inline void DecodeRow(KvDtype dtype, const void* src, float inv_scale, float* dst, int64_t n) {
   switch (dtype) {
-    case PagedKvDtype::kF32: {
+    case KvDtype::kF32: {
       const float* s = static_cast<const float*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = s[i];
       break;
     }
-    case PagedKvDtype::kBf16: {
+    case KvDtype::kBf16: {
       const uint16_t* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = Bf16ToFp32(s[i]);
       break;
     }
-    case PagedKvDtype::kF16:
+    case KvDtype::kF16:
       F16RowToF32(static_cast<const uint16_t*>(src), dst, n);
       break;
-    case PagedKvDtype::kFp8E4m3: {
+    case KvDtype::kFp8E4m3: {
       const uint8_t* s = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = kFp8ToF32[s[i]] * inv_scale;
       break;
@@ -48,9 +48,9 @@ inline void DecodeRow(PagedKvDtype dtype, const void* src, float inv_scale, floa
 }
 
 // Stores src (logical values) as `dtype` into dst (fp8: encode(x * scale)). n elements.
-void EncodeRow(PagedKvDtype dtype, const float* src, float scale, void* dst, int64_t n);
+void EncodeRow(KvDtype dtype, const float* src, float scale, void* dst, int64_t n);
 
 // x[i] = logical value of x[i] after a round trip through the storage type.
-void RoundTripRow(PagedKvDtype dtype, float scale, float* x, int64_t n);
+void RoundTripRow(KvDtype dtype, float scale, float* x, int64_t n);
 
 }  // namespace pagoda::cpu::kv

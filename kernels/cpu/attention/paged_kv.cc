@@ -13,39 +13,12 @@
 
 namespace pagoda::cpu {
 
-const char* PagedKvDtypeName(PagedKvDtype dtype) {
-  switch (dtype) {
-    case PagedKvDtype::kF32:
-      return "f32";
-    case PagedKvDtype::kBf16:
-      return "bf16";
-    case PagedKvDtype::kF16:
-      return "f16";
-    case PagedKvDtype::kFp8E4m3:
-      return "fp8_e4m3";
-  }
-  return "?";
-}
-
-size_t PagedKvElementSize(PagedKvDtype dtype) {
-  switch (dtype) {
-    case PagedKvDtype::kF32:
-      return 4;
-    case PagedKvDtype::kBf16:
-    case PagedKvDtype::kF16:
-      return 2;
-    case PagedKvDtype::kFp8E4m3:
-      return 1;
-  }
-  return 0;
-}
-
 Status ValidatePagedKv(const PagedKvView& kv) {
   if (kv.k == nullptr || kv.v == nullptr) return InvalidArgument("kv: k and v must be non-null");
   if (kv.num_blocks <= 0 || kv.n_kv_heads <= 0 || kv.block_size <= 0 || kv.head_dim <= 0) {
     return InvalidArgument("kv: num_blocks, n_kv_heads, block_size and head_dim must be > 0");
   }
-  const bool fp8 = kv.dtype == PagedKvDtype::kFp8E4m3;
+  const bool fp8 = kv.dtype == KvDtype::kFp8E4m3;
   for (float s : {kv.k_scale, kv.v_scale}) {
     if (!std::isfinite(s) || s <= 0.0f) {
       return InvalidArgument("kv: k_scale/v_scale must be finite and > 0, got " +
@@ -53,7 +26,7 @@ Status ValidatePagedKv(const PagedKvView& kv) {
     }
     if (!fp8 && s != 1.0f) {
       return InvalidArgument(std::string("kv: k_scale/v_scale must be 1 for dtype ") +
-                             PagedKvDtypeName(kv.dtype));
+                             KvDtypeName(kv.dtype));
     }
   }
   return Status::Ok();
@@ -116,32 +89,32 @@ void F16RowToF32(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }
 
-void EncodeRow(PagedKvDtype dtype, const float* src, float scale, void* dst, int64_t n) {
+void EncodeRow(KvDtype dtype, const float* src, float scale, void* dst, int64_t n) {
   switch (dtype) {
-    case PagedKvDtype::kF32:
+    case KvDtype::kF32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       break;
-    case PagedKvDtype::kBf16:
+    case KvDtype::kBf16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = Fp32ToBf16(src[i]);
       break;
-    case PagedKvDtype::kF16:
+    case KvDtype::kF16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = Fp32ToFp16(src[i]);
       break;
-    case PagedKvDtype::kFp8E4m3:
+    case KvDtype::kFp8E4m3:
       QuantizeFp8E4m3(src, static_cast<uint8_t*>(dst), n, scale);
       break;
   }
 }
 
-void RoundTripRow(PagedKvDtype dtype, float scale, float* x, int64_t n) {
-  if (dtype == PagedKvDtype::kF32) return;
+void RoundTripRow(KvDtype dtype, float scale, float* x, int64_t n) {
+  if (dtype == KvDtype::kF32) return;
   const float inv = 1.0f / scale;
   for (int64_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case PagedKvDtype::kBf16:
+      case KvDtype::kBf16:
         x[i] = Bf16ToFp32(Fp32ToBf16(x[i]));
         break;
-      case PagedKvDtype::kF16:
+      case KvDtype::kF16:
         x[i] = Fp16ToFp32(Fp32ToFp16(x[i]));
         break;
       default:

@@ -17,23 +17,18 @@
 // scales must be 1.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "common/status.h"
+#include "kvcache/kv_types.h"
 
 namespace pagoda::cpu {
-
-enum class PagedKvDtype { kF32, kBf16, kF16, kFp8E4m3 };
-
-const char* PagedKvDtypeName(PagedKvDtype dtype);
-size_t PagedKvElementSize(PagedKvDtype dtype);
 
 struct PagedKvView {
   void* k = nullptr;  // [num_blocks][n_kv_heads][block_size][head_dim]
   void* v = nullptr;  // same layout
-  PagedKvDtype dtype = PagedKvDtype::kF32;
+  KvDtype dtype = KvDtype::kF32;
   int32_t num_blocks = 0;
   int32_t n_kv_heads = 0;
   int32_t block_size = 0;

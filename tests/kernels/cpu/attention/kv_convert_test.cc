@@ -46,7 +46,7 @@ TEST(KvConvertTest, Fp8EncodeRowMatchesNumericsBitExactly) {
                                 std::uniform_int_distribution<int>(-14, 10)(rng)));
   }
   std::vector<uint8_t> row(values.size());
-  kv::EncodeRow(PagedKvDtype::kFp8E4m3, values.data(), 1.0f, row.data(),
+  kv::EncodeRow(KvDtype::kFp8E4m3, values.data(), 1.0f, row.data(),
                 static_cast<int64_t>(values.size()));
   for (size_t i = 0; i < values.size(); ++i)
     EXPECT_EQ(row[i], Fp32ToFp8E4m3(values[i])) << values[i];
@@ -76,13 +76,13 @@ TEST(KvConvertTest, Bf16EncodeRowMatchesNumerics) {
     if (!std::isnan(v)) x.push_back(v);
   }
   std::vector<uint16_t> row(x.size());
-  kv::EncodeRow(PagedKvDtype::kBf16, x.data(), 1.0f, row.data(), static_cast<int64_t>(x.size()));
+  kv::EncodeRow(KvDtype::kBf16, x.data(), 1.0f, row.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(row[i], Fp32ToBf16(x[i])) << x[i];
 }
 
 TEST(KvConvertTest, RoundTripUsesScale) {
   float x[3] = {1.0f, -3.0f, 1000.0f};
-  kv::RoundTripRow(PagedKvDtype::kFp8E4m3, 2.0f, x, 3);
+  kv::RoundTripRow(KvDtype::kFp8E4m3, 2.0f, x, 3);
   EXPECT_FLOAT_EQ(x[0], 1.0f);
   EXPECT_FLOAT_EQ(x[1], -3.0f);
   EXPECT_FLOAT_EQ(x[2], 224.0f);  // 2000 saturates to 448, / 2
