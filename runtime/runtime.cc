@@ -45,6 +45,8 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeOptions& o) {
   bo.max_num_batched_tokens = o.scheduler.max_num_batched_tokens;
   bo.max_num_seqs = o.scheduler.max_num_seqs;
   bo.threads = o.threads;
+  bo.max_simd_level = o.max_simd_level;
+  bo.f16_matmul = o.f16_matmul;
   Runtime rt;
   if (o.backend == "neuron") {
     NeuronLimits limits{o.scheduler.max_num_seqs, o.scheduler.max_num_batched_tokens};

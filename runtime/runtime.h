@@ -7,6 +7,8 @@
 
 #include "common/status.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/simd_level.h"
 #include "kernels/neuron/neuron_options.h"
 #include "kvcache/kv_cache_config.h"
 #include "model/model.h"
@@ -26,6 +28,10 @@ struct RuntimeOptions {
   std::string backend = "cpu";  // cpu | neuron
   int32_t threads = 0;          // CPU backend arena workers (0: one per core)
   NeuronOptions neuron;         // backend == "neuron"
+  // CPU backend kernels (kernels/cpu/cpu_backend.h CpuBackendOptions): the SIMD level cap and
+  // the F16 batch mode, set from the command line (tools/kernels_flag.h).
+  cpu::SimdLevel max_simd_level = cpu::kMaxSimdLevel;
+  cpu::mm::F16Matmul f16_matmul = cpu::mm::kDefaultF16Matmul;
 };
 
 struct Runtime {

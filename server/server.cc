@@ -14,7 +14,6 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/cpu/matmul/matmul.h"
 #include "kernels/neuron/neuron_backend.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
@@ -128,12 +127,12 @@ struct Serving {
   ServingContext ctx;
 };
 
-Status Prepare(const PagodaConfig& cfg, Serving& s) {
+Status Prepare(const PagodaConfig& cfg, const RuntimeOptions& runtime, Serving& s) {
   std::string path;
   PAGODA_RETURN_IF_ERROR(EnsureModel(cfg, &path));
   PAGODA_ASSIGN_OR_RETURN(
       s.model, LoadModel(path, [](const std::string& stage) { spdlog::info("model: {}", stage); }));
-  PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, ToRuntimeOptions(cfg)));
+  PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, runtime));
   s.ctx.model_name = cfg.model.name.empty() ? s.model->config.name : cfg.model.name;
   s.metrics = std::make_unique<Metrics>(s.ctx.model_name);
   s.ctx.model = s.model.get();
@@ -181,7 +180,8 @@ void WatchBackendHealth(const Serving& s, grpc::Server& server, bool* reported) 
 
 }  // namespace
 
-int RunServer(const PagodaConfig& cfg) {
+int RunServer(const PagodaConfig& cfg, cpu::SimdLevel max_simd_level,
+              cpu::mm::F16Matmul f16_matmul) {
   SetupLogging(cfg.logging);
   // Signals are taken by WaitForSignal only: block them before any thread starts.
   sigset_t set;
@@ -195,7 +195,10 @@ int RunServer(const PagodaConfig& cfg) {
                                                     cfg.backend.threads);
   }
   Serving s;
-  if (Status st = Prepare(cfg, s); !st.ok()) {
+  RuntimeOptions runtime = ToRuntimeOptions(cfg);
+  runtime.max_simd_level = max_simd_level;
+  runtime.f16_matmul = f16_matmul;
+  if (Status st = Prepare(cfg, runtime, s); !st.ok()) {
     return StartupFailed(st, NeuronStartupExitCode(st, kExitStartupFailed));
   }
   auto creds = Credentials(cfg.server.tls);
@@ -218,9 +221,8 @@ int RunServer(const PagodaConfig& cfg) {
   int port = 0;
   auto server = StartGrpc(cfg.server, *creds, service, &port);
   if (!server.ok()) return StartupFailed(server.status(), kExitStartupFailed);
-  spdlog::info("serving {} on {} (port {}), backend {}, cpu kernels {}", s.ctx.model_name,
-               cfg.server.listen_address, port, s.ctx.backend_name,
-               cpu::mm::SimdLevelName(cpu::mm::EffectiveSimdLevel({})));
+  spdlog::info("serving {} on {} (port {}), backend {}, kernels {}", s.ctx.model_name,
+               cfg.server.listen_address, port, s.ctx.backend_name, backend.capabilities().kernels);
   bool unhealthy_reported = false;
   const int sig = WaitForSignal([&] { WatchBackendHealth(s, **server, &unhealthy_reported); });
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);

@@ -9,6 +9,7 @@
 // the Neuron backend's errors its own codes (kernels/neuron/neuron_backend.h: 2, 3, 4).
 #pragma once
 
+#include "runtime/runtime.h"
 #include "server/config.h"
 
 namespace pagoda {
@@ -18,7 +19,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitStartupFailed = 1;  // model, backend or port problem
 inline constexpr int kExitBadConfig = 2;      // invalid configuration
 
-// Blocks until shutdown; returns the process exit code.
-int RunServer(const PagodaConfig& config);
+// Blocks until shutdown; returns the process exit code. `max_simd_level` and `f16_matmul` (the
+// CPU kernels' --kernels / --f16-matmul) go to the runtime beside the config's options.
+int RunServer(const PagodaConfig& config, cpu::SimdLevel max_simd_level = cpu::kMaxSimdLevel,
+              cpu::mm::F16Matmul f16_matmul = cpu::mm::kDefaultF16Matmul);
 
 }  // namespace pagoda

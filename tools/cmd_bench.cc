@@ -214,8 +214,8 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const double prefill_tps =
       double(a.batch) * a.prompt_len * a.repetitions / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
-          {"kernels", EffectiveKernelLevel()},
-          {"f16_matmul", cpu::mm::F16MatmulName(cpu::mm::DefaultF16Matmul())},
+          {"kernels", rt.backend->capabilities().kernels},
+          {"f16_matmul", cpu::mm::F16MatmulName(ro.f16_matmul)},
           {"prompt_len", a.prompt_len},
           {"gen_len", a.gen_len},
           {"batch", a.batch},
@@ -314,10 +314,14 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
   AddKernelFlags(cmd, &a->kernel_flags);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
-    if (!ApplyKernelFlags(a->kernel_flags)) {
+    cpu::CpuBackendOptions kernels;
+    if (Status st = ApplyKernelFlags(a->kernel_flags, &kernels); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
       *exit_code = 2;
       return;
     }
+    a->runtime.max_simd_level = kernels.max_simd_level;
+    a->runtime.f16_matmul = kernels.f16_matmul;
     json out;
     const Status st = RunModelBench(*a, &out);
     if (!st.ok()) {

@@ -144,9 +144,11 @@ json ResultJson(const Result1& r) {
   return j;
 }
 
-Status Run(const GenerateArgs& args, const Model& model) {
+Status Run(const GenerateArgs& args, const cpu::CpuBackendOptions& kernels, const Model& model) {
   PAGODA_ASSIGN_OR_RETURN(auto requests, LoadRequests(args, *model.tokenizer));
   RuntimeOptions ro = args.runtime;
+  ro.max_simd_level = kernels.max_simd_level;
+  ro.f16_matmul = kernels.f16_matmul;
   ro.scheduler.max_prefill_chunk = args.prefill_chunk;
   ro.max_waiting_requests = std::max<int32_t>(ro.max_waiting_requests, requests.size());
   PAGODA_ASSIGN_OR_RETURN(Runtime rt, BuildRuntime(model, ro));
@@ -178,7 +180,7 @@ Status Run(const GenerateArgs& args, const Model& model) {
     }
   }
   const EngineStats st = rt.engine->stats();
-  const json stats = {{"kernels", EffectiveKernelLevel()},
+  const json stats = {{"kernels", rt.backend->capabilities().kernels},
                       {"steps", st.num_steps},
                       {"preemptions", st.num_preemptions},
                       {"prompt_tokens", st.prompt_tokens},
@@ -244,7 +246,11 @@ int RunRemote(const GenerateArgs& args) {
 
 int RunGenerate(const GenerateArgs& args) {
   if (!args.server.empty()) return RunRemote(args);
-  if (!ApplyKernelFlags(args.kernel_flags)) return 2;
+  cpu::CpuBackendOptions kernels;
+  if (Status st = ApplyKernelFlags(args.kernel_flags, &kernels); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 2;
+  }
   if (args.model.empty()) {
     std::fprintf(stderr, "error: --model is required (or --server to use a running server)\n");
     return 2;
@@ -252,7 +258,7 @@ int RunGenerate(const GenerateArgs& args) {
   auto model = LoadModel(args.model, [&](const std::string& stage) {
     if (!args.json) std::fprintf(stderr, "[pagoda] %s\n", stage.c_str());
   });
-  Status st = model.ok() ? Run(args, **model) : model.status();
+  Status st = model.ok() ? Run(args, kernels, **model) : model.status();
   if (!st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
     return 1;

@@ -42,8 +42,12 @@ int RunServe(const ServeArgs& args) {
     std::cout << DumpConfig(*config);
     return kExitOk;
   }
-  if (!ApplyKernelFlags(args.kernel_flags)) return kExitBadConfig;
-  return RunServer(*config);
+  cpu::CpuBackendOptions kernels;
+  if (Status st = ApplyKernelFlags(args.kernel_flags, &kernels); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return kExitBadConfig;
+  }
+  return RunServer(*config, kernels.max_simd_level, kernels.f16_matmul);
 }
 
 }  // namespace

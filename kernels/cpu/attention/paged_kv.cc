@@ -9,7 +9,7 @@
 #include <string>
 
 #include "kernels/cpu/attention/kv_convert.h"
-#include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/simd_level.h"
 
 namespace pagoda::cpu {
 
@@ -83,8 +83,8 @@ __attribute__((target("avx2,f16c"))) void F16RowToF32F16c(const uint16_t* src, f
 
 void F16RowToF32(const uint16_t* src, float* dst, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // The matmul dispatch's one CPU detection (its kAvx2 includes F16C).
-  if (mm::BestSimdLevel() >= mm::SimdLevel::kAvx2) return F16RowToF32F16c(src, dst, n);
+  // Every CPU of kAvx2 and up has F16C (simd_level.h); the conversion is exact either way.
+  if (DetectSimdLevel() >= SimdLevel::kAvx2) return F16RowToF32F16c(src, dst, n);
 #endif
   for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }

@@ -437,11 +437,11 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, AttentionBlockTkgRandomTest,
 // The same 208 random decode steps with the attention kernels capped at each SIMD level below
 // the CPU's best (the uncapped run above covers the best): every level against the reference.
 class AttentionBlockTkgSimdLevelTest
-    : public ::testing::TestWithParam<std::tuple<KvDtype, attn::SimdLevel>> {};
+    : public ::testing::TestWithParam<std::tuple<KvDtype, SimdLevel>> {};
 
 TEST_P(AttentionBlockTkgSimdLevelTest, MatchesFp64Reference) {
   const auto [dtype, level] = GetParam();
-  if (level >= attn::DetectedSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
+  if (level >= DetectSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(2000 + seed * 13 + static_cast<int>(dtype));
@@ -480,11 +480,11 @@ TEST_P(AttentionBlockTkgSimdLevelTest, MatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(LowerLevels, AttentionBlockTkgSimdLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::AllDtypes()),
-                                            ::testing::Values(attn::SimdLevel::kPortable,
-                                                              attn::SimdLevel::kAvx2)),
+                                            ::testing::Values(SimdLevel::kPortable,
+                                                              SimdLevel::kAvx2)),
                          [](const auto& info) {
                            return std::string(KvDtypeName(std::get<0>(info.param))) + "_" +
-                                  attn::SimdLevelName(std::get<1>(info.param));
+                                  SimdLevelName(std::get<1>(info.param));
                          });
 
 // A tiny fixed step: f32 cache, 2 kv heads, block size 4, two sequences of two tokens with slots

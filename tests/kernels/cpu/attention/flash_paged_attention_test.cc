@@ -270,11 +270,11 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, FlashPagedAttentionRandomTest,
 // The same 208 random prefill cases with the attention kernels capped at each SIMD level below
 // the CPU's best (the uncapped run above covers the best).
 class FlashPagedAttentionSimdLevelTest
-    : public ::testing::TestWithParam<std::tuple<KvDtype, attn::SimdLevel>> {};
+    : public ::testing::TestWithParam<std::tuple<KvDtype, SimdLevel>> {};
 
 TEST_P(FlashPagedAttentionSimdLevelTest, MatchesFp64Reference) {
   const auto [dtype, level] = GetParam();
-  if (level >= attn::DetectedSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
+  if (level >= DetectSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(1000 + seed * 7 + static_cast<int>(dtype));
@@ -309,11 +309,11 @@ TEST_P(FlashPagedAttentionSimdLevelTest, MatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(LowerLevels, FlashPagedAttentionSimdLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::AllDtypes()),
-                                            ::testing::Values(attn::SimdLevel::kPortable,
-                                                              attn::SimdLevel::kAvx2)),
+                                            ::testing::Values(SimdLevel::kPortable,
+                                                              SimdLevel::kAvx2)),
                          [](const auto& info) {
                            return std::string(KvDtypeName(std::get<0>(info.param))) + "_" +
-                                  attn::SimdLevelName(std::get<1>(info.param));
+                                  SimdLevelName(std::get<1>(info.param));
                          });
 
 // seed-kernels.md 1.4: the [S1] inputs -- one flat block table (each sequence's context blocks
