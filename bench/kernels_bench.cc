@@ -307,8 +307,7 @@ void PrintDecodeSummary() {
       "bandwidth %.1f GB/s (%d threads, best of 20 calls / 10 reads of %.2f GiB; kernels %s, "
       "read loop %s)\n",
       kv, 100.0 * kv / bw, bw, kThreads, static_cast<double>(buf.bytes()) / (1 << 30),
-      attn::SimdLevelName(attn::EffectiveSimdLevel(attn::SimdLevel::kAvx512, c.d)),
-      ReadBuffer::KernelName());
+      SimdLevelName(attn::EffectiveSimdLevel(kMaxSimdLevel, c.d)), ReadBuffer::KernelName());
 }
 
 }  // namespace

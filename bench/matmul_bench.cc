@@ -6,12 +6,14 @@
 // Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
 // 2-core target machine. The level is the best the CPU has; cap it with PAGODA_KERNELS=avx2 etc.
+// (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program.
 // Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -71,7 +73,16 @@ const Weights& GetWeights(GgmlType type, const Shape& s) {
   return *w;
 }
 
-void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape) {
+// The options the environment asks for (unknown values are ignored).
+MatMulOptions OptionsFromEnv() {
+  MatMulOptions o;
+  if (const char* e = std::getenv("PAGODA_KERNELS"))
+    o.max_level = ParseSimdLevel(e).value_or(o.max_level);
+  if (const char* e = std::getenv("PAGODA_F16_MATMUL")) o.f16 = ParseF16Matmul(e).value_or(o.f16);
+  return o;
+}
+
+void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape, MatMulOptions options) {
   const int64_t n = state.range(0);
   const Weights& w = GetWeights(type, shape);
   std::vector<float> x(static_cast<size_t>(n * shape.cols));
@@ -80,7 +91,7 @@ void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape) {
   for (float& v : x) v = normal(rng);
   std::vector<float> y(static_cast<size_t>(n * shape.rows));
   for (auto _ : state) {
-    MatMul(w.view, x.data(), n, y.data());
+    MatMul(w.view, x.data(), n, y.data(), options);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -89,15 +100,15 @@ void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape) {
   const double flops = 2.0 * static_cast<double>(shape.rows * shape.cols * n) * calls;
   state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(KernelName(type, EffectiveSimdLevel({})));
+  state.SetLabel(KernelName(type, EffectiveSimdLevel(options)));
 }
 
-void RegisterAll() {
+void RegisterAll(const MatMulOptions& options) {
   for (GgmlType type : kTypes) {
     for (const Shape& s : kShapes) {
       const std::string name = std::string("BM_MatMul/") + TypeName(type) + "/" + s.name + "_" +
                                std::to_string(s.rows) + "x" + std::to_string(s.cols);
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, s)
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, s, options)
           ->Arg(1)
           ->Arg(16)
           ->Arg(32)
@@ -118,12 +129,13 @@ void RegisterAll() {
 int main(int argc, char** argv) {
   tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                               pagoda::cpu::mm::kThreads);
+  const pagoda::cpu::mm::MatMulOptions options = pagoda::cpu::mm::OptionsFromEnv();
   std::printf("matmul level: %s (best %s)\n",
-              pagoda::cpu::mm::SimdLevelName(pagoda::cpu::mm::DefaultMaxSimdLevel()),
-              pagoda::cpu::mm::SimdLevelName(pagoda::cpu::mm::BestSimdLevel()));
+              pagoda::cpu::SimdLevelName(pagoda::cpu::mm::EffectiveSimdLevel(options)),
+              pagoda::cpu::SimdLevelName(pagoda::cpu::DetectSimdLevel()));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  pagoda::cpu::mm::RegisterAll();
+  pagoda::cpu::mm::RegisterAll(options);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -52,6 +52,7 @@ struct StepLimits {
 
 struct BackendCapabilities {
   std::string name;                    // "cpu", "neuron"
+  std::string kernels;                 // for logs: CPU kernels' SIMD level ("avx512vnni"), "neuron"
   int32_t max_num_batched_tokens = 0;  // per step
   int32_t max_num_seqs = 0;            // per step
   int32_t max_model_len = 0;           // context length a sequence may reach

@@ -28,34 +28,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-size_t KvDtypeSize(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32:
-      return 4;
-    case KvDtype::kBf16:
-      return 2;
-    case KvDtype::kF16:
-      return 2;
-    case KvDtype::kFp8E4m3:
-      return 1;
-  }
-  return 0;
-}
-
-const char* KvDtypeName(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32:
-      return "f32";
-    case KvDtype::kBf16:
-      return "bf16";
-    case KvDtype::kF16:
-      return "f16";
-    case KvDtype::kFp8E4m3:
-      return "fp8_e4m3";
-  }
-  return "unknown";
-}
-
 Result<KvDtype> ParseKvDtype(std::string_view name) {
   for (KvDtype d : {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16, KvDtype::kFp8E4m3}) {
     if (EqualsIgnoreCase(name, KvDtypeName(d))) return d;

@@ -2,13 +2,13 @@
 //
 // Offers KvCacheOptions (the `kv_cache:` config section: defaults and ranges declared here once,
 // ValidateKvCacheOptions), KvCacheConfig (the resolved pool geometry a backend allocates, with
-// its validation; errors name the offending field), KvDtype helpers, and the sizing rule
-// (ResolveKvCacheConfig): the number of blocks is either given (num_blocks) or derived from a
-// memory budget (memory_bytes / KvBytesPerBlock()), capped at what every sequence slot needs.
+// its validation; errors name the offending field), ParseKvDtype (the dtype itself is in
+// kv_types.h), and the sizing rule (ResolveKvCacheConfig): the number of blocks is either given
+// (num_blocks) or derived from a memory budget (memory_bytes / KvBytesPerBlock()), capped at
+// what every sequence slot needs.
 // Pool layout per layer: [2][num_blocks][n_kv_heads][block_size][head_dim], K = [0], V = [1].
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -16,17 +16,11 @@
 
 #include "common/field_check.h"
 #include "common/status.h"
+#include "kvcache/kv_types.h"
 
 namespace pagoda {
 
-// Element type of the KV pool. kFp8E4m3 is OCP float8_e4m3fn (finite, max 448), see fp8_e4m3.h.
-enum class KvDtype { kF32, kBf16, kF16, kFp8E4m3 };
-
-// Bytes of one element of `dtype` (4, 2, 2, 1).
-size_t KvDtypeSize(KvDtype dtype);
-// "f32", "bf16", "f16", "fp8_e4m3".
-const char* KvDtypeName(KvDtype dtype);
-// Parses the names above (case-insensitive); "fp8" is accepted for "fp8_e4m3".
+// Parses KvDtypeName's names (kv_types.h; case-insensitive); "fp8" is accepted for "fp8_e4m3".
 Result<KvDtype> ParseKvDtype(std::string_view name);
 // "auto" (nullopt) or a name ParseKvDtype takes: the value of KvCacheOptions::dtype.
 Result<std::optional<KvDtype>> ParseKvDtypeOption(std::string_view name);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/tensor_types.h"
+#include "common/numerics.h"
 
 namespace pagoda::quants {
 namespace {

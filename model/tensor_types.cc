@@ -4,9 +4,11 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "common/numerics.h"
 #include "model/quants.h"
 
 namespace pagoda {
@@ -77,64 +79,6 @@ std::optional<int64_t> RowBytes(GgmlType type, int64_t n) {
   const GgmlTypeTraits& t = TypeTraits(type);
   if (n < 0 || n % t.block_size != 0) return std::nullopt;
   return n / t.block_size * t.type_size;
-}
-
-float Fp16ToFp32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);  // inf / nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while ((mant & 0x400) == 0);
-    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t Fp32ToFp16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or nan
-    return sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0);
-  }
-  if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to >= 65520: overflow to inf
-  if (abs < 0x38800000u) {                       // result is subnormal or zero
-    if (abs < 0x33000000u) return sign;          // < 2^-25 rounds to 0
-    const uint32_t e = abs >> 23;
-    const uint32_t m = (abs & 0x7fffff) | 0x800000;
-    const uint32_t shift = 126 - e;  // 14 + (113 - e) - 1
-    uint32_t r = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (r & 1))) ++r;
-    return sign | static_cast<uint16_t>(r);
-  }
-  uint32_t r = ((abs >> 13) - (112u << 10));
-  const uint32_t rem = abs & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) ++r;
-  return sign | static_cast<uint16_t>(r);
-}
-
-uint16_t Fp32ToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // nan
-  const uint32_t rounding = 0x7fff + ((x >> 16) & 1);
-  return static_cast<uint16_t>((x + rounding) >> 16);
 }
 
 namespace {

@@ -1,12 +1,12 @@
-// GGML tensor element types as stored in GGUF files: ids, block geometry, row sizes,
-// fp16/bf16 conversion and reference (de)quantization to/from fp32 (block formats: quants.h).
+// GGML tensor element types as stored in GGUF files: ids, block geometry, row sizes and
+// reference (de)quantization to/from fp32 (block formats: quants.h; the fp16 / bf16 element
+// conversions: common/numerics.h).
 //
 // A "block" is the unit a quantized type is stored in: `block_size` elements packed into
 // `type_size` bytes (1 element / 4 bytes for F32). A row of n elements needs n % block_size == 0.
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -54,16 +54,6 @@ std::optional<GgmlType> ParseTypeName(std::string_view name);
 
 // Bytes of a row of `n` elements, or nullopt when n is not a multiple of the block size.
 std::optional<int64_t> RowBytes(GgmlType type, int64_t n);
-
-float Fp16ToFp32(uint16_t h);
-uint16_t Fp32ToFp16(float f);  // round to nearest even
-inline float Bf16ToFp32(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-uint16_t Fp32ToBf16(float f);  // round to nearest even, NaN preserved
 
 // Dequantizes one row of n elements (n a multiple of the block size) from `src` into `dst`.
 // Precondition: TypeTraits(type).can_dequantize.

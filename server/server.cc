@@ -221,8 +221,8 @@ int RunServer(const PagodaConfig& cfg) {
   int port = 0;
   auto server = StartGrpc(cfg.server, *creds, service, &port);
   if (!server.ok()) return StartupFailed(server.status(), kExitStartupFailed);
-  spdlog::info("serving {} on {} (port {}), backend {}", s.ctx.model_name,
-               cfg.server.listen_address, port, s.ctx.backend_name);
+  spdlog::info("serving {} on {} (port {}), backend {}, kernels {}", s.ctx.model_name,
+               cfg.server.listen_address, port, s.ctx.backend_name, backend.capabilities().kernels);
   bool unhealthy_reported = false;
   const int sig = WaitForSignal([&] { WatchBackendHealth(s, **server, &unhealthy_reported); });
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);

@@ -217,8 +217,8 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
   const double prefill_tps =
       double(a.batch) * a.prompt_len * a.repetitions / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
-          {"kernels", EffectiveKernelLevel()},
-          {"f16_matmul", cpu::mm::F16MatmulName(cpu::mm::DefaultF16Matmul())},
+          {"kernels", rt.backend->capabilities().kernels},
+          {"f16_matmul", cpu::mm::F16MatmulName(ro.f16_matmul)},
           {"prompt_len", a.prompt_len},
           {"gen_len", a.gen_len},
           {"batch", a.batch},
@@ -318,7 +318,8 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
   AddKernelFlags(cmd, &a->kernel_flags);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
-    if (!ApplyKernelFlags(a->kernel_flags)) {
+    if (Status st = ApplyKernelFlags(a->kernel_flags, &a->runtime.cpu); !st.ok()) {
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());
       *exit_code = 2;
       return;
     }

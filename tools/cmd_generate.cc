@@ -179,7 +179,7 @@ Status Run(const GenerateArgs& args, const Model& model) {
     }
   }
   const EngineStats st = rt.engine->stats();
-  const json stats = {{"kernels", EffectiveKernelLevel()},
+  const json stats = {{"kernels", rt.backend->capabilities().kernels},
                       {"steps", st.num_steps},
                       {"preemptions", st.num_preemptions},
                       {"prompt_tokens", st.prompt_tokens},
@@ -243,9 +243,12 @@ int RunRemote(const GenerateArgs& args) {
   return 0;
 }
 
-int RunGenerate(const GenerateArgs& args) {
+int RunGenerate(GenerateArgs args) {
   if (!args.server.empty()) return RunRemote(args);
-  if (!ApplyKernelFlags(args.kernel_flags)) return 2;
+  if (Status st = ApplyKernelFlags(args.kernel_flags, &args.runtime.cpu); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 2;
+  }
   if (args.model.empty()) {
     std::fprintf(stderr, "error: --model is required (or --server to use a running server)\n");
     return 2;

@@ -42,7 +42,11 @@ int RunServe(const ServeArgs& args) {
     std::cout << DumpConfig(*config);
     return kExitOk;
   }
-  if (!ApplyKernelFlags(args.kernel_flags)) return kExitBadConfig;
+  // The kernel caps are command-line / environment choices, not YAML keys.
+  if (Status st = ApplyKernelFlags(args.kernel_flags, &config->runtime.cpu); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return kExitBadConfig;
+  }
   return RunServer(*config);
 }
 

@@ -1,11 +1,20 @@
 #include "tools/kernels_flag.h"
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/simd_level.h"
 
 namespace pagoda::cli {
+namespace {
+
+// The environment variable's value, or "" when it is not set.
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
 
 void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
   cmd->add_option("--kernels", flags->kernels,
@@ -18,24 +27,20 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
       ->check(CLI::IsMember({"exact", "int16", "bf16"}));
 }
 
-bool ApplyKernelFlags(const KernelFlags& flags) {
-  const std::string& level = flags.kernels;
-  if (!level.empty()) {
-    if (!cpu::mm::ParseSimdLevel(level)) {
-      std::fprintf(stderr,
-                   "error: --kernels: '%s' (expected portable, avx2, avx512, avx512vnni, "
-                   "avx512bf16 or auto)\n",
-                   level.c_str());
-      return false;
+Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options) {
+  if (!flags.kernels.empty()) {
+    const std::optional<cpu::SimdLevel> level = cpu::ParseSimdLevel(flags.kernels);
+    if (!level) {
+      return InvalidArgument("--kernels: '" + flags.kernels +
+                             "' (expected portable, avx2, avx512, avx512vnni, avx512bf16 or auto)");
     }
-    ::setenv("PAGODA_KERNELS", level.c_str(), 1);
+    options->max_simd_level = *level;
+  } else if (const auto level = cpu::ParseSimdLevel(Env("PAGODA_KERNELS"))) {
+    options->max_simd_level = *level;
   }
-  if (!flags.f16_matmul.empty()) ::setenv("PAGODA_F16_MATMUL", flags.f16_matmul.c_str(), 1);
-  return true;
-}
-
-const char* EffectiveKernelLevel() {
-  return cpu::mm::SimdLevelName(cpu::mm::EffectiveSimdLevel(cpu::mm::MatMulOptions{}));
+  const std::string f16 = !flags.f16_matmul.empty() ? flags.f16_matmul : Env("PAGODA_F16_MATMUL");
+  if (const auto mode = cpu::mm::ParseF16Matmul(f16)) options->f16_matmul = *mode;
+  return Status::Ok();
 }
 
 }  // namespace pagoda::cli

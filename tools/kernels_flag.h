@@ -1,14 +1,19 @@
 // The CPU kernel flags of the commands that compute (generate, serve, bench model):
-//   --kernels LEVEL caps the SIMD level of the CPU kernels (portable | avx2 | avx512 |
-//     avx512vnni | avx512bf16 | auto) so every level can be exercised on one machine. It sets
-//     PAGODA_KERNELS, which the kernels read once at their first use; the effective level is
-//     logged.
+//   --kernels LEVEL caps the SIMD level of every CPU kernel (portable | avx2 | avx512 |
+//     avx512vnni | avx512bf16 | auto) so every level can be exercised on one machine; the
+//     effective level is logged (BackendCapabilities::kernels).
 //   --f16-matmul int16|exact|bf16: how F16 weights are multiplied in batches (see
-//     kernels/cpu/matmul/matmul.h F16Matmul). Sets PAGODA_F16_MATMUL.
+//     kernels/cpu/matmul/matmul.h F16Matmul).
+// A flag not given falls back to the environment variable PAGODA_KERNELS / PAGODA_F16_MATMUL
+// (same values; an unknown value there is ignored). This is the only place the kernel choices
+// are read from the environment: the kernels take them as options (CpuBackendOptions).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
+
+#include "common/status.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace pagoda::cli {
 
@@ -18,10 +23,8 @@ struct KernelFlags {
 };
 
 void AddKernelFlags(CLI::App* cmd, KernelFlags* flags);
-// Validates and applies the flags (no-op for the empty ones). Returns false (after printing
-// why) on a bad --kernels value.
-bool ApplyKernelFlags(const KernelFlags& flags);
-// "avx512vnni" etc.: the level the matmul kernels will use.
-const char* EffectiveKernelLevel();
+// Sets options->max_simd_level and options->f16_matmul from the flags, else from the
+// environment, else leaves them. INVALID_ARGUMENT naming the flag for a bad --kernels value.
+Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options);
 
 }  // namespace pagoda::cli

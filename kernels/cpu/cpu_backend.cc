@@ -11,25 +11,11 @@
 namespace pagoda::cpu {
 namespace {
 
-PagedKvDtype ToPagedDtype(KvDtype d) {
-  switch (d) {
-    case KvDtype::kF32:
-      return PagedKvDtype::kF32;
-    case KvDtype::kBf16:
-      return PagedKvDtype::kBf16;
-    case KvDtype::kF16:
-      return PagedKvDtype::kF16;
-    case KvDtype::kFp8E4m3:
-      return PagedKvDtype::kFp8E4m3;
-  }
-  return PagedKvDtype::kF32;
-}
-
 // Writes new K/V rows [n][n_kv_heads][d] (logical fp32) into the paged cache at `slots`
 // (slots < 0 or past the pool are skipped).
 void WriteKv(const PagedKvView& kv, const float* k, const float* v,
              std::span<const int32_t> slots) {
-  const size_t elem = PagedKvElementSize(kv.dtype);
+  const size_t elem = KvDtypeSize(kv.dtype);
   const int64_t d = kv.head_dim;
   for (size_t t = 0; t < slots.size(); ++t) {
     const int32_t slot = slots[t];
@@ -73,6 +59,8 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
   dims.n_kv_heads = config.n_kv_heads;
   dims.head_dim = config.head_dim;
   dims.max_threads = std::max(options.threads, tbb::this_task_arena::max_concurrency());
+  dims.max_simd = options.max_simd_level;
+  dims.f16_matmul = options.f16_matmul;
   PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(config, weights, std::move(pool), std::move(ws), limits, options));
@@ -85,6 +73,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
       weights_(weights),
       pool_(std::move(pool)),
       tkg_(std::move(workspace)),
+      matmul_{options.max_simd_level, options.f16_matmul},
       rope_inv_freq_(RopeInvFreq(config)),
       arena_(std::make_unique<tbb::task_arena>(
           options.threads > 0 ? int{options.threads} : int{tbb::task_arena::automatic})) {
@@ -94,6 +83,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
   caps_.max_model_len = config.context_length;
   caps_.num_blocks = pool_.num_blocks();
   caps_.block_size = pool_.config().block_size;
+  caps_.kernels = SimdLevelName(EffectiveSimdLevel(options.max_simd_level));
   const size_t n = static_cast<size_t>(limits.max_num_batched_tokens);
   scratch_.Reserve(config, static_cast<int64_t>(n));
   x_.resize(n * config.n_embd);
@@ -106,7 +96,7 @@ PagedKvView CpuBackend::LayerView(int layer) {
   PagedKvView kv;
   kv.k = pool_.layer_data(layer);
   kv.v = pool_.layer_data(layer) + pool_.strides().kv * static_cast<int64_t>(pool_.element_size());
-  kv.dtype = ToPagedDtype(pool_.dtype());
+  kv.dtype = pool_.dtype();
   kv.num_blocks = pool_.num_blocks();
   kv.n_kv_heads = config_.n_kv_heads;
   kv.block_size = pool_.config().block_size;
@@ -210,7 +200,7 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b) {
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(b.token_ids.size());
-  QkvRope(c, w, x_.data(), n, positions_.data(), rope_inv_freq_, scratch_);
+  QkvRope(c, w, x_.data(), n, positions_.data(), rope_inv_freq_, matmul_, scratch_);
   const PagedKvView kv = LayerView(layer);
   // Attention uses the values the cache holds, so chunked and decode paths agree.
   kv::RoundTripRow(kv.dtype, kv.k_scale, scratch_.k.data(), n * c.kv_dim());
@@ -224,14 +214,15 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b) {
   a.n_heads = c.n_heads;
   a.sliding_window = c.sliding_window;
   a.out = std::span<float>(attn_.data(), n * c.q_dim());
+  a.max_simd = matmul_.max_level;
   PAGODA_RETURN_IF_ERROR(FlashPagedAttention(a));
   WriteKv(kv, scratch_.k.data(), scratch_.v.data(), b.slot_mapping);
-  MatMul(w.wo, attn_.data(), n, attn_out_.data());
+  mm::MatMul(w.wo, attn_.data(), n, attn_out_.data(), matmul_);
   return Status::Ok();
 }
 
 void CpuBackend::Mlp(int layer, int64_t n) {
-  AddMlp(config_, weights_.layers[layer], x_.data(), n, scratch_);
+  AddMlp(config_, weights_.layers[layer], x_.data(), n, matmul_, scratch_);
 }
 
 void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {
@@ -243,7 +234,7 @@ void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {
             config_.rms_eps, scratch_.h.data() + rows * config_.n_embd);
     ++rows;
   }
-  if (rows > 0) MatMul(weights_.output, scratch_.h.data(), rows, logits.data());
+  if (rows > 0) mm::MatMul(weights_.output, scratch_.h.data(), rows, logits.data(), matmul_);
 }
 
 }  // namespace pagoda::cpu

@@ -6,6 +6,8 @@
 //                       (decode rows of a mixed step too: each weight is read once per step)
 //   all rows         -> MLP; then final norm + LM head for the rows that need logits.
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend.
+// Every kernel (matmul and both attention kernels) runs at the one SIMD level cap of the options;
+// capabilities().kernels names the level in use.
 #pragma once
 
 #include <tbb/task_arena.h>
@@ -17,7 +19,9 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/attention/attention_block_tkg.h"
 #include "kernels/cpu/kv_pool.h"
+#include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd_level.h"
 #include "kvcache/kv_cache_config.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -29,6 +33,12 @@ struct CpuBackendOptions {
   // Worker threads of the backend's own oneTBB arena, in which every Execute runs (0: one per
   // core). The arena bounds the kernels' parallelism independently of other threads (gRPC).
   int32_t threads = 0;
+  // Highest SIMD level of every kernel (simd_level.h); they run at min(max_simd_level, the
+  // CPU's best). The default is the best this CPU has. Set by the CLI's --kernels (not YAML).
+  SimdLevel max_simd_level = kMaxSimdLevel;
+  // How F16 weights are multiplied in batches (kernels/cpu/matmul/matmul.h F16Matmul). Set by
+  // the CLI's --f16-matmul (not YAML).
+  mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;
   bool operator==(const CpuBackendOptions&) const = default;
 };
 inline constexpr IntRange kCpuThreadsRange{0, 4096};
@@ -68,6 +78,7 @@ class CpuBackend final : public Backend {
   KvPool pool_;
   TkgWorkspace tkg_;
   BackendCapabilities caps_;
+  mm::MatMulOptions matmul_;  // options.max_simd_level and f16_matmul, for every matmul
   // Scratch for up to max_num_batched_tokens rows.
   LayerScratch scratch_;
   std::vector<float> x_, attn_, attn_out_;

@@ -2,7 +2,7 @@
 //   [2][num_blocks][n_kv_heads][block_size][head_dim]   (K = [0], V = [1], seed-kernels.md 0.1)
 // so one block of one layer's K (or V) is a contiguous byte range. Offers raw and typed block
 // pointers, element strides, per-layer fp8 scales (k_scale / v_scale, default 1.0, multiplier
-// on the way into fp8; see fp8_e4m3.h) and whole-block copies for copy-on-write.
+// on the way into fp8; see common/numerics.h) and whole-block copies for copy-on-write.
 // Element types: kF32 -> float, kBf16/kF16 -> uint16_t bits, kFp8E4m3 -> uint8_t bits.
 // Not thread-safe for mutation; kernels may read/write disjoint slots concurrently.
 #pragma once

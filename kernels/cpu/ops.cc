@@ -6,14 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/matmul/matmul.h"
-
 namespace pagoda::cpu {
-
-// The register-blocked, SIMD-dispatched kernels of kernels/cpu/matmul/matmul.h.
-void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y) {
-  mm::MatMul(w, x, n_tokens, y);
-}
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
   double ss = 0.0;
@@ -85,13 +78,14 @@ void LayerScratch::Reserve(const ModelConfig& c, int64_t n) {
 }
 
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
-             const int32_t* positions, std::span<const double> rope_inv_freq, LayerScratch& s) {
+             const int32_t* positions, std::span<const double> rope_inv_freq,
+             const mm::MatMulOptions& options, LayerScratch& s) {
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.attn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
   }
   const WeightView* qkv[] = {&w.wq, &w.wk, &w.wv};
   float* const qkv_out[] = {s.q.data(), s.k.data(), s.v.data()};
-  mm::MatMulSameInput(qkv, s.h.data(), n, qkv_out);
+  mm::MatMulSameInput(qkv, s.h.data(), n, qkv_out, options);
   for (int64_t t = 0; t < n; ++t) {
     float* q = s.q.data() + t * c.q_dim();
     float* k = s.k.data() + t * c.kv_dim();
@@ -115,15 +109,16 @@ void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_
   }
 }
 
-void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n, LayerScratch& s) {
+void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n,
+            const mm::MatMulOptions& options, LayerScratch& s) {
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
   }
   const WeightView* gate_up[] = {&w.w_gate, &w.w_up};
   float* const gate_up_out[] = {s.gate.data(), s.up.data()};
-  mm::MatMulSameInput(gate_up, s.h.data(), n, gate_up_out);
+  mm::MatMulSameInput(gate_up, s.h.data(), n, gate_up_out, options);
   SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff);
-  MatMul(w.w_down, s.gate.data(), n, s.h.data());
+  mm::MatMul(w.w_down, s.gate.data(), n, s.h.data(), options);
   for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += s.h[i];
 }
 

@@ -1,23 +1,22 @@
-// Basic fp32 CPU ops used by the model forward: matmul against a typed weight matrix,
-// RMSNorm, RoPE (both layouts, optionally with a scaled inverse-frequency table), SwiGLU,
-// embedding lookup.
+// Basic fp32 CPU ops used by the model forward: RMSNorm, RoPE (both layouts, optionally with a
+// scaled inverse-frequency table), SwiGLU, embedding lookup, and the attention-input and MLP
+// sublayers built from them with kernels/cpu/matmul/matmul.h's mm::MatMul (which says how each
+// weight type, SIMD level and batch size is computed).
 //
 // Layouts: activations are row-major [n_tokens][dim] fp32. A WeightView is [rows][cols] in
-// its storage type; MatMul computes y[t][r] = sum_c W[r][c] * x[t][c].
+// its storage type; a matmul computes y[t][r] = sum_c W[r][c] * x[t][c], at the caller's
+// mm::MatMulOptions (its SIMD level cap and F16 mode).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/matmul/matmul.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
 namespace pagoda::cpu {
-
-// y: [n_tokens][w.rows], x: [n_tokens][w.cols]. Parallel over rows (oneTBB); each weight row
-// is read once for all tokens.
-void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y);
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]; out may alias x.
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
@@ -55,9 +54,11 @@ struct LayerScratch {
 //   (RopeInvFreq(c), computed once per model by the caller). Layouts: s.q [n][n_heads][head_dim],
 //   s.k / s.v [n][n_kv_heads][head_dim].
 void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_t n,
-             const int32_t* positions, std::span<const double> rope_inv_freq, LayerScratch& s);
+             const int32_t* positions, std::span<const double> rope_inv_freq,
+             const mm::MatMulOptions& options, LayerScratch& s);
 
 // The MLP sublayer with its residual: x += Wdown(silu(Wgate h) * Wup h), h = RmsNorm(x) * ffn_norm.
-void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n, LayerScratch& s);
+void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n,
+            const mm::MatMulOptions& options, LayerScratch& s);
 
 }  // namespace pagoda::cpu

@@ -84,6 +84,7 @@ Result<std::unique_ptr<NeuronBackend>> NeuronBackend::Create(const ModelConfig& 
   std::unique_ptr<NeuronBackend> b(new NeuronBackend(std::move(nrt), std::move(m), o));
   PAGODA_RETURN_IF_ERROR(b->Init());
   b->caps_.name = "neuron";
+  b->caps_.kernels = "neuron";  // compiled programs, no CPU kernel level
   b->caps_.max_num_seqs = limits.max_num_seqs;
   b->caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
   b->caps_.block_size = b->manifest_.block_size;

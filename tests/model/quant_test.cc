@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -237,18 +238,24 @@ TEST(LlamaCppQuantized, DequantizesCloseToF32AndMatchesOurQuantizer) {
 
 // Acceptance: llama.cpp's own Q4_K_M and Q8_0 files match llama.cpp's logits within the
 // README's tolerances. CTest also runs this suite once per kernel level (PAGODA_KERNELS, see
-// tests/quant/CMakeLists.txt); the level in use is printed and checked.
-std::string KernelLevelInUse() {
-  const char* env = std::getenv("PAGODA_KERNELS");
-  const cpu::mm::SimdLevel level = cpu::mm::EffectiveSimdLevel(cpu::mm::MatMulOptions{});
-  if (env != nullptr) {
-    const auto want = cpu::mm::ParseSimdLevel(env);
+// tests/model/CMakeLists.txt): the test reads the variable and caps the forward's matmuls at
+// that level; the level in use is printed and checked.
+cpu::mm::MatMulOptions KernelOptions() {
+  cpu::mm::MatMulOptions options;
+  if (const char* env = std::getenv("PAGODA_KERNELS")) {
+    const auto want = cpu::ParseSimdLevel(env);
     EXPECT_TRUE(want.has_value()) << env;
     if (want) {
-      EXPECT_EQ(level, std::min(*want, cpu::mm::BestSimdLevel()));
+      options.max_level = *want;
+      EXPECT_EQ(cpu::mm::EffectiveSimdLevel(options), std::min(*want, cpu::DetectSimdLevel()));
     }
   }
-  return std::string(" at ") + cpu::mm::SimdLevelName(level) + " (" +
+  return options;
+}
+
+std::string KernelLevelInUse(const cpu::mm::MatMulOptions& options) {
+  const cpu::SimdLevel level = cpu::mm::EffectiveSimdLevel(options);
+  return std::string(" at ") + cpu::SimdLevelName(level) + " (" +
          cpu::mm::KernelName(GgmlType::kQ4_K, level) + ", " +
          cpu::mm::KernelName(GgmlType::kQ6_K, level) + ", " +
          cpu::mm::KernelName(GgmlType::kQ8_0, level) + ")";
@@ -257,16 +264,19 @@ std::string KernelLevelInUse() {
 TEST(LlamaCppQuantized, Q4KMModelMatchesLlamaCppLogits) {
   auto model = LoadModelOrFail(SharedPath("models/synth-gqa/llama-gqa-q4_k_m.gguf"));
   ASSERT_TRUE(model);
-  testing::ExpectWithinSynthReference(*model, "models/synth-gqa/llama-gqa-q4_k_m.reference.json",
-                                      0.8, 0.16,
-                                      "llama-gqa-q4_k_m (llama.cpp file)" + KernelLevelInUse());
+  const cpu::mm::MatMulOptions options = KernelOptions();
+  testing::ExpectWithinSynthReference(
+      *model, "models/synth-gqa/llama-gqa-q4_k_m.reference.json", 0.8, 0.16,
+      "llama-gqa-q4_k_m (llama.cpp file)" + KernelLevelInUse(options), options);
 }
 
 TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
   auto model = LoadModelOrFail(SharedPath("models/synth-gqa/llama-gqa-q8_0.gguf"));
   ASSERT_TRUE(model);
-  testing::ExpectWithinSynthReference(*model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6,
-                                      0.12, "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse());
+  const cpu::mm::MatMulOptions options = KernelOptions();
+  testing::ExpectWithinSynthReference(
+      *model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
+      "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse(options), options);
 }
 
 // ---- pagoda quantize / make-model ---------------------------------------------------------

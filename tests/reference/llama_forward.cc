@@ -8,10 +8,11 @@
 namespace pagoda::cpu {
 
 LlamaForward::LlamaForward(const ModelConfig& config, const ModelWeights& weights,
-                           int32_t max_context)
+                           int32_t max_context, const mm::MatMulOptions& matmul)
     : config_(config),
       weights_(weights),
       max_context_(std::min(max_context, config.context_length)),
+      matmul_(matmul),
       rope_inv_freq_(RopeInvFreq(config)) {
   const size_t kv = static_cast<size_t>(config_.n_layers) * max_context_ * config_.kv_dim();
   k_cache_.assign(kv, 0.0f);
@@ -59,14 +60,14 @@ Result<std::span<const float>> LlamaForward::Forward(std::span<const int32_t> to
             scratch_.h.data() + (t - first) * config_.n_embd);
   }
   logits_.resize(rows * config_.vocab_size);
-  MatMul(weights_.output, scratch_.h.data(), rows, logits_.data());
+  mm::MatMul(weights_.output, scratch_.h.data(), rows, logits_.data(), matmul_);
   return std::span<const float>(logits_);
 }
 
 void LlamaForward::AttentionLayer(int layer, int64_t n) {
   const LayerWeights& w = weights_.layers[layer];
   const auto& c = config_;
-  QkvRope(c, w, x_.data(), n, positions_.data(), rope_inv_freq_, scratch_);
+  QkvRope(c, w, x_.data(), n, positions_.data(), rope_inv_freq_, matmul_, scratch_);
   const size_t layer_off = static_cast<size_t>(layer) * max_context_ * c.kv_dim();
   for (int64_t t = 0; t < n; ++t) {
     const int64_t pos = num_cached_ + t;
@@ -78,7 +79,7 @@ void LlamaForward::AttentionLayer(int layer, int64_t n) {
   for (int64_t t = 0; t < n; ++t) {
     Attend(layer, t, scratch_.q.data() + t * c.q_dim(), attn_.data() + t * c.q_dim());
   }
-  MatMul(w.wo, attn_.data(), n, scratch_.h.data());
+  mm::MatMul(w.wo, attn_.data(), n, scratch_.h.data(), matmul_);
   for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += scratch_.h[i];
 }
 
@@ -121,7 +122,7 @@ void LlamaForward::Attend(int layer, int64_t t, const float* q, float* out) {
 }
 
 void LlamaForward::MlpLayer(int layer, int64_t n) {
-  AddMlp(config_, weights_.layers[layer], x_.data(), n, scratch_);
+  AddMlp(config_, weights_.layers[layer], x_.data(), n, matmul_, scratch_);
 }
 
 }  // namespace pagoda::cpu

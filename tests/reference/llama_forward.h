@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -24,8 +25,10 @@ namespace pagoda::cpu {
 
 class LlamaForward {
  public:
-  // Both references must outlive this object. max_context <= config.context_length.
-  LlamaForward(const ModelConfig& config, const ModelWeights& weights, int32_t max_context);
+  // Both references must outlive this object. max_context <= config.context_length. The
+  // matmuls run at `matmul` (default: the CPU's best level).
+  LlamaForward(const ModelConfig& config, const ModelWeights& weights, int32_t max_context,
+               const mm::MatMulOptions& matmul = {});
 
   // Feeds `tokens` at positions [num_cached(), num_cached() + tokens.size()) and returns the
   // logits: [tokens.size()][vocab] if all_logits, else only the last token's [vocab]. The span
@@ -45,6 +48,7 @@ class LlamaForward {
   const ModelConfig& config_;
   const ModelWeights& weights_;
   int32_t max_context_;
+  mm::MatMulOptions matmul_;
   int32_t num_cached_ = 0;
   std::vector<float> k_cache_, v_cache_;
   // Scratch, [n][...] for the n tokens of the current call.

@@ -1,7 +1,7 @@
 // Logit comparisons against the llama.cpp references of ../shared/models/synth-gqa (format in
 // its README): every logit at the prompt positions, and the top-5 logits of each greedy step,
 // computed by teacher forcing through the reference forward (tests/reference/llama_forward.h).
-// Shared by tests/model/forward_reference_test.cc and tests/quant/quant_test.cc.
+// Shared by tests/kernels/cpu/forward_reference_test.cc and tests/model/quant_test.cc.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -43,7 +43,9 @@ struct SynthDiffs {
 };
 
 // Compares `model` with the reference json at SharedPath(ref_rel); failures are ADD_FAILUREs.
-inline SynthDiffs CompareWithSynthReference(const Model& model, const std::string& ref_rel) {
+// The forward's matmuls run at `matmul`.
+inline SynthDiffs CompareWithSynthReference(const Model& model, const std::string& ref_rel,
+                                            const cpu::mm::MatMulOptions& matmul = {}) {
   SynthDiffs d;
   const auto ref = LoadJson(SharedPath(ref_rel));
   if (!ref.contains("cases")) {
@@ -56,7 +58,7 @@ inline SynthDiffs CompareWithSynthReference(const Model& model, const std::strin
     const auto greedy = c["greedy"]["tokens"].get<std::vector<int32_t>>();
     std::vector<int32_t> all = prompt;
     all.insert(all.end(), greedy.begin(), greedy.end() - 1);  // teacher forcing
-    cpu::LlamaForward fwd(model.config, model.weights, model.config.context_length);
+    cpu::LlamaForward fwd(model.config, model.weights, model.config.context_length, matmul);
     auto logits = fwd.Forward(all, /*all_logits=*/true);
     if (!logits.ok()) {
       ADD_FAILURE() << ref_rel << ": " << logits.status().ToString();
@@ -79,8 +81,9 @@ inline SynthDiffs CompareWithSynthReference(const Model& model, const std::strin
 // Both comparisons within max_abs / rms (llama.cpp's suggested tolerances in the README); prints
 // the measured figures under `what`.
 inline void ExpectWithinSynthReference(const Model& model, const std::string& ref_rel,
-                                       double max_abs, double rms, const std::string& what) {
-  const auto [prompt, generated] = CompareWithSynthReference(model, ref_rel);
+                                       double max_abs, double rms, const std::string& what,
+                                       const cpu::mm::MatMulOptions& matmul = {}) {
+  const auto [prompt, generated] = CompareWithSynthReference(model, ref_rel, matmul);
   EXPECT_GT(prompt.n, 0) << what;
   EXPECT_LE(prompt.max_abs, max_abs) << what;
   EXPECT_LE(prompt.rms(), rms) << what;

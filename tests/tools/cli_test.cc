@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/simd_level.h"
 #include "model/model.h"
 #include "model/tokenizer/sentencepiece_model.h"
 #include "tests/run_pagoda.h"
@@ -141,8 +141,8 @@ TEST(Cli, GenerateMatchesAidreamsReferenceAtEveryKernelLevel) {
     const size_t at = err.find("engine_stats ");
     ASSERT_NE(at, std::string::npos) << err;
     const auto stats = nlohmann::json::parse(err.substr(at + 13, err.find('\n', at) - at - 13));
-    const auto want = std::min(*cpu::mm::ParseSimdLevel(level), cpu::mm::BestSimdLevel());
-    EXPECT_EQ(stats["kernels"].get<std::string>(), cpu::mm::SimdLevelName(want)) << level;
+    const auto want = std::min(*cpu::ParseSimdLevel(level), cpu::DetectSimdLevel());
+    EXPECT_EQ(stats["kernels"].get<std::string>(), cpu::SimdLevelName(want)) << level;
     ExpectAidreamsReference(std::string("--kernels ") + level);
   }
   EXPECT_EQ(

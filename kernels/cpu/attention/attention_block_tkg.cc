@@ -31,6 +31,9 @@ Status CheckOptional(const std::string& name, std::span<const float> s, int64_t 
   return s.empty() ? Status::Ok() : CheckSize(name, s.size(), want);
 }
 
+// The block's matmuls run at the workspace's level cap and F16 mode.
+mm::MatMulOptions MatMulOptionsOf(const TkgWorkspaceDims& d) { return {d.max_simd, d.f16_matmul}; }
+
 }  // namespace
 
 // Internal stages; a friend class so it can reach the workspace buffers.
@@ -329,12 +332,12 @@ void TkgRunner::Project(const TkgConfig& c, const TkgWeights& w, int64_t n, TkgW
   if (w.wqkv.data == nullptr) {
     const WeightView* qkv[] = {&w.wq, &w.wk, &w.wv};
     float* const out[] = {ws.q_.data(), ws.k_.data(), ws.v_.data()};
-    mm::MatMulSameInput(qkv, ws.xn_.data(), n, out);
+    mm::MatMulSameInput(qkv, ws.xn_.data(), n, out, MatMulOptionsOf(ws.dims_));
     return;
   }
   const int64_t q_dim = w.wo.cols;
   const int64_t kv_dim = (w.wqkv.rows - q_dim) / 2;
-  MatMul(w.wqkv, ws.xn_.data(), n, ws.qkv_.data());
+  mm::MatMul(w.wqkv, ws.xn_.data(), n, ws.qkv_.data(), MatMulOptionsOf(ws.dims_));
   for (int64_t t = 0; t < n; ++t) {
     const float* row = ws.qkv_.data() + t * w.wqkv.rows;
     std::copy(row, row + q_dim, ws.q_.data() + t * q_dim);
@@ -394,7 +397,7 @@ void TkgRunner::TokenStages(const TkgConfig& c, const TkgWeights& w, const TkgAr
 void TkgRunner::WriteCache(const TkgArgs& a, int64_t n, const TkgWorkspace& ws) {
   const PagedKvView& kv = a.kv;
   const int32_t d = kv.head_dim;
-  const size_t es = PagedKvElementSize(kv.dtype);
+  const size_t es = KvDtypeSize(kv.dtype);
   const int64_t kv_dim = static_cast<int64_t>(kv.n_kv_heads) * d;
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = a.slots[t];
@@ -440,7 +443,7 @@ Status TkgRunner::Block(const TkgConfig& c, const TkgWeights& w, const TkgArgs& 
   for (int64_t t = 0; t < n; ++t) TokenStages(c, w, a, t, ws);
   Attention(at, ws);
   WriteCache(a, n, ws);
-  MatMul(w.wo, ws.attn_.data(), n, a.out.data());
+  mm::MatMul(w.wo, ws.attn_.data(), n, a.out.data(), MatMulOptionsOf(ws.dims_));
   if (!w.bo.empty()) {
     for (int64_t t = 0; t < n; ++t) AddBias(a.out.data() + t * c.hidden, w.bo);
   }

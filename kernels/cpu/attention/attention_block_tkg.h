@@ -32,8 +32,8 @@
 //
 // Layouts: x, out [T][hidden]; positions, slots [T]; attention output (internal, and the
 // PagedDecodeAttention API) [T][n_heads][head_dim]; new K/V [T][n_kv_heads][head_dim].
-// No heap allocation per call in this file: every buffer lives in the TkgWorkspace (note that
-// ops.h MatMul allocates a dequantization row per task for non-F32 weights).
+// No heap allocation per call in this file: every buffer lives in the TkgWorkspace (mm::MatMul
+// keeps its conversion buffers per thread, grown to the largest shape seen).
 #pragma once
 
 #include <cstdint>
@@ -42,8 +42,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kernels/cpu/attention/attention_simd.h"
 #include "kernels/cpu/attention/paged_kv.h"
+#include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/simd_level.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -99,9 +100,11 @@ struct TkgWorkspaceDims {
   int32_t head_dim = 0;
   int32_t max_splits = 16;  // flash-decoding context splits per (sequence, kv head)
   int32_t max_threads = 0;  // 0: tbb::this_task_arena::max_concurrency() at creation
-  // Highest attention kernel level (attention_simd.h); the CPU's best by default. Tests lower it
-  // to run the AVX2 and portable kernels on an AVX-512 machine.
-  attn::SimdLevel max_simd = attn::SimdLevel::kAvx512;
+  // Highest SIMD level (simd_level.h) of the attention and of the block's matmuls; the CPU's
+  // best by default. The backend passes its cap; tests lower it to run the AVX2 and portable
+  // kernels on an AVX-512 machine.
+  SimdLevel max_simd = kMaxSimdLevel;
+  mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;  // the block's F16 matmuls in batches
 };
 
 // Every buffer attention_block_tkg needs, allocated once. Not thread-safe: one call at a time.

@@ -77,7 +77,7 @@ void AddCacheRun(const KeySet& keys, const Run& run, const TileScratch& s, Tile&
   const PagedKvView& kv = *keys.kv;
   const int32_t d = kv.head_dim;
   const int64_t e = kv.offset(run.block, keys.kv_head, run.off);
-  if (kv.dtype == PagedKvDtype::kF32) {
+  if (kv.dtype == KvDtype::kF32) {
     const float* kb = static_cast<const float*>(kv.k) + e;
     const float* vb = static_cast<const float*>(kv.v) + e;
     for (int i = 0; i < run.count; ++i) {
@@ -85,7 +85,7 @@ void AddCacheRun(const KeySet& keys, const Run& run, const TileScratch& s, Tile&
       t.v[t.n + i] = vb + static_cast<int64_t>(i) * d;
     }
   } else {
-    const size_t es = PagedKvElementSize(kv.dtype);
+    const size_t es = KvDtypeSize(kv.dtype);
     float* kd = s.kbuf + static_cast<int64_t>(t.n) * d;
     float* vd = s.vbuf + static_cast<int64_t>(t.n) * d;
     const int64_t n = static_cast<int64_t>(run.count) * d;
@@ -103,7 +103,7 @@ void AddCacheRun(const KeySet& keys, const Run& run, const TileScratch& s, Tile&
 // The prefetch list of a planned tile (raw storage rows of any dtype).
 Prefetch MakePrefetch(const KeySet& keys, const TilePlan& plan, PrefetchList& list) {
   const PagedKvView& kv = *keys.kv;
-  const int64_t es = static_cast<int64_t>(PagedKvElementSize(kv.dtype));
+  const int64_t es = static_cast<int64_t>(KvDtypeSize(kv.dtype));
   int j = 0;
   for (int i = 0; i < plan.n_runs; ++i) {
     const Run& run = plan.runs[i];

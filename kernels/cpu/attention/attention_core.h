@@ -42,8 +42,8 @@ struct RowSet {
   int64_t first_pos = 0;  // logical position of query token 0
   float scale = 1.0f;
   float masked_score = -9984.0f;
-  int32_t window = 0;                   // 0: no sliding window
-  SimdLevel simd = SimdLevel::kAvx512;  // highest kernel level to use (capped by the CPU)
+  int32_t window = 0;              // 0: no sliding window
+  SimdLevel simd = kMaxSimdLevel;  // highest kernel level to use (capped by the CPU)
   int32_t rows() const { return n_q * g; }
 };
 

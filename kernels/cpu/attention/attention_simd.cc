@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/portable_math.h"
 
 namespace pagoda::cpu::attn {
@@ -74,36 +73,15 @@ constexpr TileKernels kPortable = {ScoresPortable, AccumulatePortable, RowMaxPor
 
 namespace pagoda::cpu::attn {
 
-// The CPU's level as the matmul dispatch detected it (one detection for all kernels), folded
-// onto the attention kernels' levels.
-SimdLevel DetectedSimdLevel() {
-  const mm::SimdLevel best = mm::BestSimdLevel();
-  if (best >= mm::SimdLevel::kAvx512) return SimdLevel::kAvx512;
-  if (best == mm::SimdLevel::kAvx2) return SimdLevel::kAvx2;
-  return SimdLevel::kPortable;
-}
-
-const char* SimdLevelName(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kPortable:
-      return "portable";
-    case SimdLevel::kAvx2:
-      return "avx2";
-    case SimdLevel::kAvx512:
-      return "avx512";
-  }
-  return "?";
-}
-
 SimdLevel EffectiveSimdLevel(SimdLevel cap, int32_t head_dim) {
-  SimdLevel level = std::min(cap, DetectedSimdLevel());
+  SimdLevel level = std::min(cpu::EffectiveSimdLevel(cap), SimdLevel::kAvx512);
   if (level == SimdLevel::kAvx512 && head_dim % 16 != 0) level = SimdLevel::kAvx2;
   if (level == SimdLevel::kAvx2 && head_dim % 8 != 0) level = SimdLevel::kPortable;
   return level;
 }
 
 const TileKernels& GetTileKernels(SimdLevel level) {
-  const TileKernels* k = level == SimdLevel::kAvx512 ? internal::Avx512TileKernels()
+  const TileKernels* k = level >= SimdLevel::kAvx512 ? internal::Avx512TileKernels()
                          : level == SimdLevel::kAvx2 ? internal::Avx2TileKernels()
                                                      : nullptr;
   return k != nullptr ? *k : kPortable;

@@ -1,6 +1,7 @@
 // SIMD tile kernels of the attention engine (attention_core.h), with one implementation per
-// instruction-set level (portable C++, AVX2+FMA, AVX-512) chosen at run time. The level the CPU
-// supports is detected once (DetectedSimdLevel); callers may cap it (tests force every level).
+// instruction-set level (portable C++, AVX2+FMA, AVX-512) chosen at run time: the level of
+// kernels/cpu/simd_level.h, capped by the caller (CpuBackendOptions::max_simd_level; tests force
+// every level), with every level from kAvx512 on running the AVX-512 kernels.
 //
 // Layouts (all fp32):
 //   query rows r in [0, rows): q + (r / g) * q_stride + (r % g) * d   (d floats, contiguous)
@@ -13,15 +14,13 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/simd_level.h"
+
 namespace pagoda::cpu::attn {
 
-enum class SimdLevel : int8_t { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
-
-// The best level this CPU supports (decided once, thread-safe).
-SimdLevel DetectedSimdLevel();
-const char* SimdLevelName(SimdLevel level);
-// min(cap, DetectedSimdLevel()), lowered further when head_dim is not a multiple of the
-// level's vector width (AVX-512: 16, AVX2: 8).
+// The attention kernels' level for a cap: kPortable, kAvx2 or kAvx512 (any level from kAvx512
+// on), at most EffectiveSimdLevel(cap) (simd_level.h), lowered further when head_dim is not a
+// multiple of the level's vector width (AVX-512: 16, AVX2: 8).
 SimdLevel EffectiveSimdLevel(SimdLevel cap, int32_t head_dim);
 
 struct RowBlock {
@@ -71,7 +70,7 @@ struct TileKernels {
   void (*scale)(float* o, int32_t d, float alpha);
 };
 
-// The kernels of `level` (which must be supported by the CPU).
+// The kernels of `level` (which must be supported by the CPU; from kAvx512 on: AVX-512).
 const TileKernels& GetTileKernels(SimdLevel level);
 
 namespace internal {

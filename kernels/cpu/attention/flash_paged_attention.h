@@ -33,8 +33,8 @@
 #include <span>
 
 #include "common/status.h"
-#include "kernels/cpu/attention/attention_simd.h"
 #include "kernels/cpu/attention/paged_kv.h"
+#include "kernels/cpu/simd_level.h"
 
 namespace pagoda::cpu {
 
@@ -53,8 +53,9 @@ struct FlashPagedAttentionArgs {
   std::span<float> out;                // [T][n_heads][head_dim]
   std::span<float> max;                // [T][n_heads] or empty
   std::span<float> lse;                // [T][n_heads] or empty
-  // Highest attention kernel level (attention_simd.h); tests lower it to run every level.
-  attn::SimdLevel max_simd = attn::SimdLevel::kAvx512;
+  // Highest SIMD level (simd_level.h; the CPU's best by default): the backend passes its cap,
+  // tests lower it to run every level.
+  SimdLevel max_simd = kMaxSimdLevel;
 };
 
 // Errors (INVALID_ARGUMENT, nothing written): bad kv view, n_heads % n_kv_heads != 0, sizes of

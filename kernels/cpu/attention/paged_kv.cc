@@ -9,44 +9,16 @@
 #include <string>
 
 #include "kernels/cpu/attention/kv_convert.h"
-#include "kernels/cpu/matmul/matmul.h"
-#include "model/tensor_types.h"
+#include "kernels/cpu/simd_level.h"
 
 namespace pagoda::cpu {
-
-const char* PagedKvDtypeName(PagedKvDtype dtype) {
-  switch (dtype) {
-    case PagedKvDtype::kF32:
-      return "f32";
-    case PagedKvDtype::kBf16:
-      return "bf16";
-    case PagedKvDtype::kF16:
-      return "f16";
-    case PagedKvDtype::kFp8E4m3:
-      return "fp8_e4m3";
-  }
-  return "?";
-}
-
-size_t PagedKvElementSize(PagedKvDtype dtype) {
-  switch (dtype) {
-    case PagedKvDtype::kF32:
-      return 4;
-    case PagedKvDtype::kBf16:
-    case PagedKvDtype::kF16:
-      return 2;
-    case PagedKvDtype::kFp8E4m3:
-      return 1;
-  }
-  return 0;
-}
 
 Status ValidatePagedKv(const PagedKvView& kv) {
   if (kv.k == nullptr || kv.v == nullptr) return InvalidArgument("kv: k and v must be non-null");
   if (kv.num_blocks <= 0 || kv.n_kv_heads <= 0 || kv.block_size <= 0 || kv.head_dim <= 0) {
     return InvalidArgument("kv: num_blocks, n_kv_heads, block_size and head_dim must be > 0");
   }
-  const bool fp8 = kv.dtype == PagedKvDtype::kFp8E4m3;
+  const bool fp8 = kv.dtype == KvDtype::kFp8E4m3;
   for (float s : {kv.k_scale, kv.v_scale}) {
     if (!std::isfinite(s) || s <= 0.0f) {
       return InvalidArgument("kv: k_scale/v_scale must be finite and > 0, got " +
@@ -54,7 +26,7 @@ Status ValidatePagedKv(const PagedKvView& kv) {
     }
     if (!fp8 && s != 1.0f) {
       return InvalidArgument(std::string("kv: k_scale/v_scale must be 1 for dtype ") +
-                             PagedKvDtypeName(kv.dtype));
+                             KvDtypeName(kv.dtype));
     }
   }
   return Status::Ok();
@@ -92,9 +64,6 @@ Status ValidateAttnSeqs(std::span<const AttnSeq> seqs, int64_t n_rows, const Pag
 }
 
 namespace kv {
-
-uint16_t F32ToF16(float f) { return Fp32ToFp16(f); }
-
 namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -105,7 +74,7 @@ __attribute__((target("avx2,f16c"))) void F16RowToF32F16c(const uint16_t* src, f
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
-  for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
+  for (; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }
 
 #endif
@@ -114,56 +83,42 @@ __attribute__((target("avx2,f16c"))) void F16RowToF32F16c(const uint16_t* src, f
 
 void F16RowToF32(const uint16_t* src, float* dst, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  // The matmul dispatch's one CPU detection (its kAvx2 includes F16C).
-  if (mm::BestSimdLevel() >= mm::SimdLevel::kAvx2) return F16RowToF32F16c(src, dst, n);
+  // Every CPU of kAvx2 and up has F16C (simd_level.h); the conversion is exact either way.
+  if (DetectSimdLevel() >= SimdLevel::kAvx2) return F16RowToF32F16c(src, dst, n);
 #endif
-  for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }
 
-// Same algorithm as kvcache/fp8_e4m3.cc (OCP e4m3fn).
-uint8_t F32ToFp8(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
-  const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7f;   // NaN
-  if (abs >= 0x43e00000u) return sign | 0x7e;  // >= 448 (and inf): saturate
-  if (abs < 0x3c800000u) {                     // below 2^-6: subnormal, units of 2^-9
-    return sign | static_cast<uint8_t>(std::nearbyint(std::bit_cast<float>(abs) * 512.0f));
-  }
-  const uint32_t rounded = (abs + 0x7ffffu + ((abs >> 20) & 1u)) >> 20;
-  return sign | static_cast<uint8_t>(rounded - ((127u - 7u) << 3));
-}
-
-void EncodeRow(PagedKvDtype dtype, const float* src, float scale, void* dst, int64_t n) {
+void EncodeRow(KvDtype dtype, const float* src, float scale, void* dst, int64_t n) {
   switch (dtype) {
-    case PagedKvDtype::kF32:
+    case KvDtype::kF32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       break;
-    case PagedKvDtype::kBf16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = F32ToBf16(src[i]);
+    case KvDtype::kBf16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = Fp32ToBf16(src[i]);
       break;
-    case PagedKvDtype::kF16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = F32ToF16(src[i]);
+    case KvDtype::kF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = Fp32ToFp16(src[i]);
       break;
-    case PagedKvDtype::kFp8E4m3:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(dst)[i] = F32ToFp8(src[i] * scale);
+    case KvDtype::kFp8E4m3:
+      QuantizeFp8E4m3(src, static_cast<uint8_t*>(dst), n, scale);
       break;
   }
 }
 
-void RoundTripRow(PagedKvDtype dtype, float scale, float* x, int64_t n) {
-  if (dtype == PagedKvDtype::kF32) return;
+void RoundTripRow(KvDtype dtype, float scale, float* x, int64_t n) {
+  if (dtype == KvDtype::kF32) return;
   const float inv = 1.0f / scale;
   for (int64_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case PagedKvDtype::kBf16:
-        x[i] = Bf16ToF32(F32ToBf16(x[i]));
+      case KvDtype::kBf16:
+        x[i] = Bf16ToFp32(Fp32ToBf16(x[i]));
         break;
-      case PagedKvDtype::kF16:
-        x[i] = F16ToF32(F32ToF16(x[i]));
+      case KvDtype::kF16:
+        x[i] = Fp16ToFp32(Fp32ToFp16(x[i]));
         break;
       default:
-        x[i] = kFp8ToF32[F32ToFp8(x[i] * scale)] * inv;
+        x[i] = kFp8ToF32[Fp32ToFp8E4m3(x[i] * scale)] * inv;
         break;
     }
   }

@@ -10,30 +10,25 @@
 //
 // Element encodings: kF32 = float, kBf16 / kF16 = uint16_t bits, kFp8E4m3 = uint8_t bits of
 // OCP float8_e4m3fn (max 448, round-to-nearest-even, saturating; identical to
-// kvcache/fp8_e4m3.h). fp8 scale convention (seed-kernels.md 2.7.0, same as KvPool): k_scale
+// common/numerics.h). fp8 scale convention (seed-kernels.md 2.7.0, same as KvPool): k_scale
 // and v_scale are MULTIPLIERS on the way into fp8, stored = fp8(clamp(x * scale)). The kernels
 // dequantize to the logical value decode(stored) / scale, so callers never compensate for the
 // scales themselves (no softmax_scale / k_scale, no W_out / v_scale). For other dtypes the
 // scales must be 1.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "common/status.h"
+#include "kvcache/kv_types.h"
 
 namespace pagoda::cpu {
-
-enum class PagedKvDtype { kF32, kBf16, kF16, kFp8E4m3 };
-
-const char* PagedKvDtypeName(PagedKvDtype dtype);
-size_t PagedKvElementSize(PagedKvDtype dtype);
 
 struct PagedKvView {
   void* k = nullptr;  // [num_blocks][n_kv_heads][block_size][head_dim]
   void* v = nullptr;  // same layout
-  PagedKvDtype dtype = PagedKvDtype::kF32;
+  KvDtype dtype = KvDtype::kF32;
   int32_t num_blocks = 0;
   int32_t n_kv_heads = 0;
   int32_t block_size = 0;

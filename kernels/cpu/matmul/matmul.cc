@@ -7,21 +7,15 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul_kernels.h"
 #include "kernels/cpu/portable_math.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define PAGODA_MM_X86 1
-#else
-#define PAGODA_MM_X86 0
-#endif
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -55,13 +49,6 @@ Kernel SelectKernel(SimdLevel level, GgmlType type) {
 }
 
 // --------------------------------------------------------------------- activation prep ----
-
-inline uint16_t ToBf16(float f) {  // round to nearest even (NaN: quiet, sign kept)
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);
-  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
 
 // One token: xq / xd blocks of 32 (d = amax / 127, q = round-to-nearest-even(x / d)).
 void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
@@ -207,7 +194,7 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
-        for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = ToBf16(xt[c]);
+        for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = Fp32ToBf16(xt[c]);
       } else if (format == ActFormat::kI16) {
         internal::X86I16Quantizer()(xt, cols, ld, p.xi.data() + t * ld,
                                     p.xd.data() + t * ld / kQ8Block);
@@ -363,60 +350,6 @@ const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, in
 }
 }  // namespace
 
-SimdLevel BestSimdLevel() {
-  static const SimdLevel level = [] {
-#if PAGODA_MM_X86
-    __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
-    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                        __builtin_cpu_supports("avx512dq");
-    if (avx512 && __builtin_cpu_supports("avx512vnni")) {
-      return __builtin_cpu_supports("avx512bf16") ? SimdLevel::kAvx512Bf16 : SimdLevel::kAvx512Vnni;
-    }
-    if (avx512) return SimdLevel::kAvx512;
-    if (avx2) return SimdLevel::kAvx2;
-#endif
-    return SimdLevel::kPortable;
-  }();
-  return level;
-}
-
-const char* SimdLevelName(SimdLevel level) {
-  switch (level) {
-    case SimdLevel::kPortable:
-      return "portable";
-    case SimdLevel::kAvx2:
-      return "avx2";
-    case SimdLevel::kAvx512:
-      return "avx512";
-    case SimdLevel::kAvx512Vnni:
-      return "avx512vnni";
-    case SimdLevel::kAvx512Bf16:
-      return "avx512bf16";
-  }
-  return "?";
-}
-
-std::optional<SimdLevel> ParseSimdLevel(std::string_view name) {
-  if (name == "auto") return BestSimdLevel();
-  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
-                      SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
-    if (name == SimdLevelName(l)) return l;
-  }
-  return std::nullopt;
-}
-
-SimdLevel DefaultMaxSimdLevel() {
-  static const SimdLevel level = [] {
-    const char* env = std::getenv("PAGODA_KERNELS");
-    const std::optional<SimdLevel> cap = ParseSimdLevel(env != nullptr ? env : "auto");
-    return std::min(cap.value_or(BestSimdLevel()), BestSimdLevel());
-  }();
-  return level;
-}
-
 const char* F16MatmulName(F16Matmul mode) {
   switch (mode) {
     case F16Matmul::kExact:
@@ -436,20 +369,12 @@ std::optional<F16Matmul> ParseF16Matmul(std::string_view name) {
   return std::nullopt;
 }
 
-F16Matmul DefaultF16Matmul() {
-  static const F16Matmul mode = [] {
-    const char* env = std::getenv("PAGODA_F16_MATMUL");
-    return ParseF16Matmul(env != nullptr ? env : "").value_or(F16Matmul::kInt16);
-  }();
-  return mode;
-}
-
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
-  return std::min(options.max_level, BestSimdLevel());
+  return cpu::EffectiveSimdLevel(options.max_level);
 }
 
 const char* KernelName(GgmlType type, SimdLevel level) {
-  level = std::min(level, BestSimdLevel());
+  level = cpu::EffectiveSimdLevel(level);
   const Kernel k = SelectKernel(level, type);
   if (k.fn != nullptr) return k.name;
   constexpr const char* kNames[] = {"portable/dequant+f32", "avx2/dequant+f32",

@@ -39,30 +39,10 @@
 #include <span>
 #include <string_view>
 
+#include "kernels/cpu/simd_level.h"
 #include "model/weights.h"
 
 namespace pagoda::cpu::mm {
-
-// Each level includes the ones below it (every CPU with AVX512-BF16 also has AVX512-VNNI).
-//   kAvx2: AVX2 + FMA + F16C.  kAvx512: AVX-512 F/BW/VL/DQ.  kAvx512Vnni: + VNNI.
-//   kAvx512Bf16: + BF16.
-enum class SimdLevel : int8_t {
-  kPortable = 0,
-  kAvx2 = 1,
-  kAvx512 = 2,
-  kAvx512Vnni = 3,
-  kAvx512Bf16 = 4,
-};
-
-// The best level this CPU supports (detected once, thread-safe).
-SimdLevel BestSimdLevel();
-const char* SimdLevelName(SimdLevel level);
-// Parses a `--kernels` value: "portable", "avx2", "avx512", "avx512vnni", "avx512bf16" or "auto"
-// (= BestSimdLevel()). nullopt when unknown.
-std::optional<SimdLevel> ParseSimdLevel(std::string_view name);
-// The process-wide cap: BestSimdLevel(), lowered by the environment variable PAGODA_KERNELS
-// (same values as ParseSimdLevel) when it is set at start-up. Read once, on the first call.
-SimdLevel DefaultMaxSimdLevel();
 
 // How F16 weights are multiplied in batches of >= 32 tokens (batched decode, prefill); one
 // token (GEMV) is always exact.
@@ -75,16 +55,14 @@ enum class F16Matmul : int8_t {
            // 2x the FMA rate, error about 2^-8 of every term (the synth-gqa F16 logits then
            // differ from llama.cpp's by up to 0.09, past its suggested 0.03)
 };
+inline constexpr F16Matmul kDefaultF16Matmul = F16Matmul::kInt16;
 const char* F16MatmulName(F16Matmul mode);  // "exact", "int16", "bf16"
 std::optional<F16Matmul> ParseF16Matmul(std::string_view name);
-// The process-wide default: kInt16, or the environment variable PAGODA_F16_MATMUL (same values
-// as ParseF16Matmul; unknown values are ignored) when it is set at start-up. Read once.
-F16Matmul DefaultF16Matmul();
 
 struct MatMulOptions {
-  // Highest level used; the effective level is min(max_level, BestSimdLevel()).
-  SimdLevel max_level = DefaultMaxSimdLevel();
-  F16Matmul f16 = DefaultF16Matmul();
+  // Highest level used (simd_level.h); the effective level is min(max_level, DetectSimdLevel()).
+  SimdLevel max_level = kMaxSimdLevel;
+  F16Matmul f16 = kDefaultF16Matmul;
 };
 
 // The level MatMul runs at for these options.

@@ -1,13 +1,20 @@
 // The fp32 Llama forward against independent references:
-//  - aidreams260K: llama2.c run.c logits at every prompt position (+4), within 1e-4;
+//  - aidreams260K: llama2.c run.c logits at every prompt position (+4), within 1e-4; also
+//    through the CPU backend at every SIMD level cap, by its prefill (flash paged attention)
+//    and its decode (attention block TKG) path;
 //  - synth-gqa (GQA 8q/2kv; F32, F16, Q8_0): llama.cpp logits at every prompt position and,
 //    teacher-forced on its greedy tokens, the top-5 logits of every generated step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
-#include "tests/reference/llama_forward.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/simd_level.h"
 #include "model/model.h"
+#include "tests/reference/llama_forward.h"
 #include "tests/reference/synth_reference.h"
 #include "tests/test_data.h"
 
@@ -47,6 +54,116 @@ TEST(ForwardReference, Aidreams260KMatchesLlama2c) {
     ++checked;
   }
   EXPECT_EQ(checked, 6);
+}
+
+// One aidreams260K case: the tokens fed (prompt, then greedy) and llama2.c's logits after each.
+struct AidreamsCase {
+  std::vector<int32_t> tokens;
+  nlohmann::json logits;  // [tokens.size()][vocab]
+};
+
+std::vector<AidreamsCase> AidreamsCases() {
+  const auto ref = testing::LoadJson(testing::SharedPath("models/aidreams260K/reference.json"));
+  std::vector<AidreamsCase> cases;
+  for (const auto& c : ref["cases"]) {
+    AidreamsCase a{c["prompt_tokens"].get<std::vector<int32_t>>(), c["logits"]};
+    const auto greedy = c["greedy_tokens"].get<std::vector<int32_t>>();
+    a.tokens.insert(a.tokens.end(), greedy.begin(), greedy.end());
+    a.tokens.resize(a.logits.size());
+    cases.push_back(std::move(a));
+  }
+  return cases;
+}
+
+// One sequence on a CpuBackend with an f32 KV cache (blocks of 16, a reversed block table).
+class BackendSequence {
+ public:
+  BackendSequence(const Model& model, cpu::SimdLevel max_simd_level) : model_(model) {
+    cpu::CpuBackendOptions o;
+    o.kv_cache.block_size = kBlock;
+    o.kv_cache.num_blocks = model.config.context_length / kBlock + 1;
+    o.kv_cache.dtype = KvDtype::kF32;
+    o.max_num_batched_tokens = model.config.context_length;
+    o.max_num_seqs = 1;
+    o.max_simd_level = max_simd_level;
+    auto backend = cpu::CpuBackend::Create(model.config, model.weights, o);
+    EXPECT_TRUE(backend.ok()) << backend.status().ToString();
+    if (backend.ok()) backend_ = std::move(*backend);
+    for (int32_t b = model.config.context_length / kBlock; b > 0; --b) table_.push_back(b);
+  }
+
+  const cpu::CpuBackend* backend() const { return backend_.get(); }
+
+  // Feeds tokens at positions [pos, pos + tokens.size()) as one step (a decode step or a
+  // prefill chunk); returns the logits after the last of them.
+  std::vector<float> Step(std::span<const int32_t> tokens, int32_t pos, bool decode) {
+    std::vector<int32_t> slots;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      slots.push_back(SlotForPosition(table_, kBlock, pos + static_cast<int32_t>(i)));
+    }
+    const StepSequence seq{0, static_cast<int32_t>(tokens.size()), pos, table_, decode, true};
+    const StepBatch batch{tokens, slots, std::span(&seq, 1), {}};
+    std::vector<float> logits(static_cast<size_t>(model_.config.vocab_size));
+    const Status st = backend_->Execute(batch, logits);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return logits;
+  }
+
+ private:
+  static constexpr int32_t kBlock = 16;
+  const Model& model_;
+  std::unique_ptr<cpu::CpuBackend> backend_;
+  std::vector<int32_t> table_;
+};
+
+// Max |logits - llama2.c| over the positions of `rows` (row p: the logits after token p).
+double MaxDiff(const std::vector<std::vector<float>>& rows, const nlohmann::json& ref) {
+  LogitDiff d;
+  for (size_t p = 0; p < rows.size(); ++p) {
+    for (size_t v = 0; v < rows[p].size(); ++v) d.Add(rows[p][v], ref[p][v].get<double>());
+  }
+  return d.max_abs;
+}
+
+// The CPU backend, its SIMD level capped by CpuBackendOptions::max_simd_level at each level
+// (levels above this CPU's run at its best), holds the llama2.c reference within the same
+// 1e-4 as the reference forward, by both attention kernels: prefill (flash paged attention;
+// position p's logits from a fresh prefill chunk of tokens 0..p) and decode (the TKG block;
+// token 0 prefilled, then one decode step per token).
+TEST(ForwardReference, Aidreams260KMatchesLlama2cThroughTheBackendAtEveryLevel) {
+  auto model = Load("models/aidreams260K/aidreams260K-f32.gguf");
+  ASSERT_TRUE(model);
+  const std::vector<AidreamsCase> cases = AidreamsCases();
+  ASSERT_EQ(cases.size(), 6u);
+  std::vector<std::vector<float>> portable, best;  // case 0's decode logits, for the check below
+  for (cpu::SimdLevel level :
+       {cpu::SimdLevel::kPortable, cpu::SimdLevel::kAvx2, cpu::SimdLevel::kAvx512,
+        cpu::SimdLevel::kAvx512Vnni, cpu::SimdLevel::kAvx512Bf16}) {
+    SCOPED_TRACE(cpu::SimdLevelName(level));
+    BackendSequence seq(*model, level);
+    ASSERT_TRUE(seq.backend());
+    EXPECT_EQ(seq.backend()->capabilities().kernels,
+              cpu::SimdLevelName(std::min(level, cpu::DetectSimdLevel())));
+    for (const AidreamsCase& c : cases) {
+      std::vector<std::vector<float>> prefill, decode;
+      for (size_t p = 0; p < c.tokens.size(); ++p) {
+        prefill.push_back(seq.Step(std::span(c.tokens).first(p + 1), 0, false));
+      }
+      decode.push_back(seq.Step(std::span(c.tokens).first(1), 0, false));
+      for (size_t p = 1; p < c.tokens.size(); ++p) {
+        decode.push_back(
+            seq.Step(std::span(c.tokens).subspan(p, 1), static_cast<int32_t>(p), true));
+      }
+      EXPECT_LE(MaxDiff(prefill, c.logits), 1e-4) << "prefill, " << c.tokens.size() << " tokens";
+      EXPECT_LE(MaxDiff(decode, c.logits), 1e-4) << "decode, " << c.tokens.size() << " tokens";
+      if (&c == &cases[0] && level == cpu::SimdLevel::kPortable) portable = decode;
+      if (&c == &cases[0] && level == cpu::DetectSimdLevel()) best = decode;
+    }
+  }
+  // The cap reaches the kernels: the portable run's bits differ from the best level's.
+  if (cpu::DetectSimdLevel() > cpu::SimdLevel::kPortable) {
+    EXPECT_NE(portable, best);
+  }
 }
 
 struct SynthCase {

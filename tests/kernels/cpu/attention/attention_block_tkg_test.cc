@@ -11,8 +11,8 @@
 #include <tuple>
 #include <vector>
 
-#include "tests/reference/llama_forward.h"
 #include "tests/kernels/cpu/attention/kernel_test_util.h"
+#include "tests/reference/llama_forward.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -29,14 +29,14 @@ using testing::Uniform;
 // kernel and reference; only the NEW tokens' K/V are rounded to the cache dtype by each side
 // from its own fp32/fp64 value, and an element that rounds differently (rare) costs one storage
 // ulp: that is what the bf16/f16/fp8 margins allow for.
-double Tolerance(PagedKvDtype dtype) {
+double Tolerance(KvDtype dtype) {
   switch (dtype) {
-    case PagedKvDtype::kF32:
+    case KvDtype::kF32:
       return 5e-6;
-    case PagedKvDtype::kBf16:
-    case PagedKvDtype::kF16:
+    case KvDtype::kBf16:
+    case KvDtype::kF16:
       return 3e-4;
-    case PagedKvDtype::kFp8E4m3:
+    case KvDtype::kFp8E4m3:
       return 3e-3;
   }
   return 0;
@@ -147,7 +147,7 @@ int32_t RandomCtx(std::mt19937& rng, int32_t bs) {
 }
 
 // Batch, tables, slots and the pool (context filled, everything else NaN-poisoned).
-void MakeBatch(std::mt19937& rng, PagedKvDtype dtype, TkgCase& c) {
+void MakeBatch(std::mt19937& rng, KvDtype dtype, TkgCase& c) {
   const TkgConfig& k = c.cfg;
   c.bs = Pick(rng, std::vector<int32_t>{1, 4, 16, 32, 128});
   const int n_seqs = Uniform(rng, 1, 4);
@@ -158,7 +158,7 @@ void MakeBatch(std::mt19937& rng, PagedKvDtype dtype, TkgCase& c) {
     len[i] = Uniform(rng, 1, 4);
     blocks += (ctx[i] + len[i] + c.bs - 1) / c.bs;
   }
-  const bool fp8 = dtype == PagedKvDtype::kFp8E4m3;
+  const bool fp8 = dtype == KvDtype::kFp8E4m3;
   const float ks = fp8 ? std::uniform_real_distribution<float>(0.5f, 8.0f)(rng) : 1.0f;
   const float vs = fp8 ? std::uniform_real_distribution<float>(0.5f, 8.0f)(rng) : 1.0f;
   c.pool.emplace(dtype, blocks, k.n_kv_heads, c.bs, k.head_dim, ks, vs);
@@ -372,12 +372,12 @@ void CheckCacheWrites(const TkgCase& c, const TestPool& before, const RefStep& r
     if (c.slots[t] >= 0 && c.slots[t] < slots) writer[c.slots[t]] = t;
   }
   // One storage ulp (relative), plus the fp8 subnormal spacing / scale (absolute).
-  const PagedKvDtype dt = after.view.dtype;
-  const double ulp = dt == PagedKvDtype::kF32    ? 1e-5
-                     : dt == PagedKvDtype::kBf16 ? 1.0 / 128
-                     : dt == PagedKvDtype::kF16  ? 1.0 / 1024
-                                                 : 1.0 / 8;
-  const double abs_slack = dt == PagedKvDtype::kFp8E4m3 ? 1.0 / 512 / 0.5 : 1e-6;
+  const KvDtype dt = after.view.dtype;
+  const double ulp = dt == KvDtype::kF32    ? 1e-5
+                     : dt == KvDtype::kBf16 ? 1.0 / 128
+                     : dt == KvDtype::kF16  ? 1.0 / 1024
+                                            : 1.0 / 8;
+  const double abs_slack = dt == KvDtype::kFp8E4m3 ? 1.0 / 512 / 0.5 : 1e-6;
   for (int64_t slot = 0; slot < slots; ++slot) {
     for (int32_t h = 0; h < n_kv; ++h) {
       const int64_t e = after.view.offset(slot / c.bs, h, static_cast<int32_t>(slot % c.bs));
@@ -396,10 +396,10 @@ void CheckCacheWrites(const TkgCase& c, const TestPool& before, const RefStep& r
   }
 }
 
-class AttentionBlockTkgRandomTest : public ::testing::TestWithParam<PagedKvDtype> {};
+class AttentionBlockTkgRandomTest : public ::testing::TestWithParam<KvDtype> {};
 
 TEST_P(AttentionBlockTkgRandomTest, MatchesFp64ReferenceAndWritesSlots) {
-  const PagedKvDtype dtype = GetParam();
+  const KvDtype dtype = GetParam();
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(2000 + seed * 13 + static_cast<int>(dtype));
@@ -431,18 +431,17 @@ TEST_P(AttentionBlockTkgRandomTest, MatchesFp64ReferenceAndWritesSlots) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, AttentionBlockTkgRandomTest,
-                         ::testing::ValuesIn(testing::AllDtypes()), [](const auto& info) {
-                           return std::string(PagedKvDtypeName(info.param));
-                         });
+                         ::testing::ValuesIn(testing::AllDtypes()),
+                         [](const auto& info) { return std::string(KvDtypeName(info.param)); });
 
 // The same 208 random decode steps with the attention kernels capped at each SIMD level below
 // the CPU's best (the uncapped run above covers the best): every level against the reference.
 class AttentionBlockTkgSimdLevelTest
-    : public ::testing::TestWithParam<std::tuple<PagedKvDtype, attn::SimdLevel>> {};
+    : public ::testing::TestWithParam<std::tuple<KvDtype, SimdLevel>> {};
 
 TEST_P(AttentionBlockTkgSimdLevelTest, MatchesFp64Reference) {
   const auto [dtype, level] = GetParam();
-  if (level >= attn::DetectedSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
+  if (level >= DetectSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(2000 + seed * 13 + static_cast<int>(dtype));
@@ -481,11 +480,11 @@ TEST_P(AttentionBlockTkgSimdLevelTest, MatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(LowerLevels, AttentionBlockTkgSimdLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::AllDtypes()),
-                                            ::testing::Values(attn::SimdLevel::kPortable,
-                                                              attn::SimdLevel::kAvx2)),
+                                            ::testing::Values(SimdLevel::kPortable,
+                                                              SimdLevel::kAvx2)),
                          [](const auto& info) {
-                           return std::string(PagedKvDtypeName(std::get<0>(info.param))) + "_" +
-                                  attn::SimdLevelName(std::get<1>(info.param));
+                           return std::string(KvDtypeName(std::get<0>(info.param))) + "_" +
+                                  SimdLevelName(std::get<1>(info.param));
                          });
 
 // A tiny fixed step: f32 cache, 2 kv heads, block size 4, two sequences of two tokens with slots
@@ -501,7 +500,7 @@ TEST(AttentionBlockTkgTest, CacheWriteLandsExactlyAtSlotMapping) {
   c.cfg.rope_dim = 16;
   MakeWeights(rng, c);
   c.bs = 4;
-  c.pool.emplace(PagedKvDtype::kF32, 4, 2, 4, 16);
+  c.pool.emplace(KvDtype::kF32, 4, 2, 4, 16);
   for (int32_t b = 0; b < 4; ++b) c.pool->FillBlock(b, rng, 1.0f);
   c.tables = {{0, 1}, {3, 2}};
   c.seqs = {{0, 2, 5, c.tables[0]}, {2, 2, 1, c.tables[1]}};
@@ -540,7 +539,7 @@ TEST(AttentionBlockTkgTest, RejectsWhatTheWorkspaceCannotHoldAndWritesNothing) {
   c.cfg = RandomConfig(rng);
   c.cfg.sliding_window = 0;
   MakeWeights(rng, c);
-  MakeBatch(rng, PagedKvDtype::kF32, c);
+  MakeBatch(rng, KvDtype::kF32, c);
   const TestPool before = *c.pool;
   TkgWorkspace small = MakeWorkspace(c.cfg, 1, 1, 1);
   std::vector<float> out(c.x.size(), 3.0f);
@@ -647,7 +646,7 @@ void ExpectLlamaForwardDecodeSteps(bool scaled) {
   TkgWeights w;
   w.attn_norm = l.attn_norm;
   w.wq = l.wq, w.wk = l.wk, w.wv = l.wv, w.wo = l.wo;
-  TestPool pool(PagedKvDtype::kF32, 12, mc.n_kv_heads, 4, mc.head_dim);
+  TestPool pool(KvDtype::kF32, 12, mc.n_kv_heads, 4, mc.head_dim);
   const std::vector<int32_t> table = {7, 2, 11, 0, 5, 9, 1, 3, 10, 4};  // shuffled
   TkgWorkspace ws = MakeWorkspace(k, 4, 1, 4);
   int32_t ctx = 0;
@@ -704,7 +703,7 @@ TEST(AttentionBlockTkgTest, RejectsARopeTableOfTheWrongSize) {
   TkgWeights w;
   w.attn_norm = l.attn_norm;
   w.wq = l.wq, w.wk = l.wk, w.wv = l.wv, w.wo = l.wo;
-  TestPool pool(PagedKvDtype::kF32, 4, 2, 4, 16);
+  TestPool pool(KvDtype::kF32, 4, 2, 4, 16);
   TkgWorkspace ws = MakeWorkspace(k, 4, 1, 4);
   const std::vector<int32_t> table_ids = {0}, positions = {0}, slots = {0};
   const std::vector<AttnSeq> seqs = {{0, 1, 0, table_ids}};

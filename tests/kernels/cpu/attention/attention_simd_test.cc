@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -17,20 +18,19 @@
 namespace pagoda::cpu {
 namespace {
 
-using attn::SimdLevel;
 using testing::Normal;
 using testing::Uniform;
 
 std::vector<SimdLevel> SupportedLevels() {
   std::vector<SimdLevel> levels;
   for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-    if (l <= attn::DetectedSimdLevel()) levels.push_back(l);
+    if (l <= DetectSimdLevel()) levels.push_back(l);
   }
   return levels;
 }
 
 std::string Name(const ::testing::TestParamInfo<SimdLevel>& info) {
-  return attn::SimdLevelName(info.param);
+  return SimdLevelName(info.param);
 }
 
 class AttentionSimdTest : public ::testing::TestWithParam<SimdLevel> {};
@@ -107,12 +107,18 @@ TEST_P(AttentionSimdTest, ExpSumRowMaxAndScale) {
 INSTANTIATE_TEST_SUITE_P(Levels, AttentionSimdTest, ::testing::ValuesIn(SupportedLevels()), Name);
 
 TEST(AttentionSimdDispatchTest, EffectiveLevelHonoursCapAndHeadDim) {
-  const SimdLevel best = attn::DetectedSimdLevel();
+  // The attention kernels' best: the CPU's level, every level from kAvx512 on as kAvx512.
+  const SimdLevel best = std::min(DetectSimdLevel(), SimdLevel::kAvx512);
   EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kPortable, 128), SimdLevel::kPortable);
   EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 128), best);
+  EXPECT_EQ(attn::EffectiveSimdLevel(kMaxSimdLevel, 128), best);
   EXPECT_LE(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 72), SimdLevel::kAvx2);  // 72 % 16 != 0
   EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 100), SimdLevel::kPortable);
-  EXPECT_EQ(attn::DetectedSimdLevel(), best);  // decided once
+  EXPECT_EQ(std::min(DetectSimdLevel(), SimdLevel::kAvx512), best);  // decided once
+  // Above kAvx512 the AVX-512 tile kernels run.
+  if (DetectSimdLevel() >= SimdLevel::kAvx512) {
+    EXPECT_EQ(&attn::GetTileKernels(kMaxSimdLevel), &attn::GetTileKernels(SimdLevel::kAvx512));
+  }
 }
 
 }  // namespace

@@ -26,13 +26,13 @@ using testing::Uniform;
 // (quantized) K/V values and the new tokens' K/V are fp32 inputs, so the only difference is fp32
 // vs fp64 arithmetic and the bound is the same for every dtype (observed worst over the 208
 // cases: f32 7.4e-7, bf16 9.8e-7, f16 1.1e-6, fp8 1.3e-6).
-double Tolerance(PagedKvDtype dtype) {
+double Tolerance(KvDtype dtype) {
   switch (dtype) {
-    case PagedKvDtype::kF32:
-    case PagedKvDtype::kBf16:
-    case PagedKvDtype::kF16:
+    case KvDtype::kF32:
+    case KvDtype::kBf16:
+    case KvDtype::kF16:
       return 1e-5;
-    case PagedKvDtype::kFp8E4m3:
+    case KvDtype::kFp8E4m3:
       return 1e-5;
   }
   return 0;
@@ -47,7 +47,7 @@ struct SeqSpec {
 
 struct Case {
   int32_t d = 0, g = 0, n_kv = 0, bs = 0, n_heads = 0;
-  PagedKvDtype dtype = PagedKvDtype::kF32;
+  KvDtype dtype = KvDtype::kF32;
   std::vector<SeqSpec> seqs;
   std::vector<AttnSeq> attn_seqs;
   int32_t window = 0;
@@ -72,7 +72,7 @@ int32_t RandomCtx(std::mt19937& rng, int32_t bs) {
 }
 
 // Random shapes and metadata; fills `pool` (poisoning every element no table entry reaches).
-Case MakeCase(std::mt19937& rng, PagedKvDtype dtype, std::optional<TestPool>& pool) {
+Case MakeCase(std::mt19937& rng, KvDtype dtype, std::optional<TestPool>& pool) {
   Case c;
   c.d = Pick(rng, std::vector<int32_t>{16, 64, 128});
   c.g = Pick(rng, std::vector<int32_t>{1, 2, 4, 8});
@@ -96,7 +96,7 @@ Case MakeCase(std::mt19937& rng, PagedKvDtype dtype, std::optional<TestPool>& po
     for (int h = 0; h < c.n_heads; ++h) c.sinks.push_back(Normal(rng, 2.0f));
   }
   c.context_only = Chance(rng, 0.05);
-  const bool fp8 = dtype == PagedKvDtype::kFp8E4m3;
+  const bool fp8 = dtype == KvDtype::kFp8E4m3;
   const float ks = fp8 ? std::uniform_real_distribution<float>(0.5f, 8.0f)(rng) : 1.0f;
   const float vs = fp8 ? std::uniform_real_distribution<float>(0.5f, 8.0f)(rng) : 1.0f;
   pool.emplace(dtype, total_blocks, c.n_kv, c.bs, c.d, ks, vs);
@@ -205,10 +205,10 @@ bool Covered(const Case& c, int64_t row) {
   return false;
 }
 
-class FlashPagedAttentionRandomTest : public ::testing::TestWithParam<PagedKvDtype> {};
+class FlashPagedAttentionRandomTest : public ::testing::TestWithParam<KvDtype> {};
 
 TEST_P(FlashPagedAttentionRandomTest, MatchesFp64Reference) {
-  const PagedKvDtype dtype = GetParam();
+  const KvDtype dtype = GetParam();
   const double tol = Tolerance(dtype);
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -264,18 +264,17 @@ TEST_P(FlashPagedAttentionRandomTest, MatchesFp64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, FlashPagedAttentionRandomTest,
-                         ::testing::ValuesIn(testing::AllDtypes()), [](const auto& info) {
-                           return std::string(PagedKvDtypeName(info.param));
-                         });
+                         ::testing::ValuesIn(testing::AllDtypes()),
+                         [](const auto& info) { return std::string(KvDtypeName(info.param)); });
 
 // The same 208 random prefill cases with the attention kernels capped at each SIMD level below
 // the CPU's best (the uncapped run above covers the best).
 class FlashPagedAttentionSimdLevelTest
-    : public ::testing::TestWithParam<std::tuple<PagedKvDtype, attn::SimdLevel>> {};
+    : public ::testing::TestWithParam<std::tuple<KvDtype, SimdLevel>> {};
 
 TEST_P(FlashPagedAttentionSimdLevelTest, MatchesFp64Reference) {
   const auto [dtype, level] = GetParam();
-  if (level >= attn::DetectedSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
+  if (level >= DetectSimdLevel()) GTEST_SKIP() << "covered by the uncapped test";
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(1000 + seed * 7 + static_cast<int>(dtype));
@@ -310,11 +309,11 @@ TEST_P(FlashPagedAttentionSimdLevelTest, MatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(LowerLevels, FlashPagedAttentionSimdLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::AllDtypes()),
-                                            ::testing::Values(attn::SimdLevel::kPortable,
-                                                              attn::SimdLevel::kAvx2)),
+                                            ::testing::Values(SimdLevel::kPortable,
+                                                              SimdLevel::kAvx2)),
                          [](const auto& info) {
-                           return std::string(PagedKvDtypeName(std::get<0>(info.param))) + "_" +
-                                  attn::SimdLevelName(std::get<1>(info.param));
+                           return std::string(KvDtypeName(std::get<0>(info.param))) + "_" +
+                                  SimdLevelName(std::get<1>(info.param));
                          });
 
 // seed-kernels.md 1.4: the [S1] inputs -- one flat block table (each sequence's context blocks
@@ -336,7 +335,7 @@ TEST(FlashPagedAttentionTest, EquivalentToDenseMaskFormulation) {
       total_blocks += (ctx[i] + bs - 1) / bs;
       n_rows += qlen[i];
     }
-    TestPool pool(PagedKvDtype::kF32, total_blocks + 1, n_kv, bs, d);
+    TestPool pool(KvDtype::kF32, total_blocks + 1, n_kv, bs, d);
     for (int32_t b = 0; b <= total_blocks; ++b) pool.FillBlock(b, rng, 1.0f);  // finite garbage
     BlockAllocator alloc(total_blocks + 1, rng);
     std::vector<std::vector<int32_t>> tables(n_seqs);
@@ -412,7 +411,7 @@ TEST(FlashPagedAttentionTest, EquivalentToDenseMaskFormulation) {
 
 class FlashPagedAttentionErrorTest : public ::testing::Test {
  protected:
-  FlashPagedAttentionErrorTest() : pool_(PagedKvDtype::kF32, 4, 2, 4, 8) {
+  FlashPagedAttentionErrorTest() : pool_(KvDtype::kF32, 4, 2, 4, 8) {
     table_ = {1, 3};
     seqs_ = {{0, 2, 5, table_}};
     q_.assign(2 * 4 * 8, 0.5f);

@@ -33,7 +33,7 @@ struct TestPool {
   std::vector<uint8_t> k, v;
   PagedKvView view;
 
-  TestPool(PagedKvDtype dtype, int32_t num_blocks, int32_t n_kv, int32_t bs, int32_t d,
+  TestPool(KvDtype dtype, int32_t num_blocks, int32_t n_kv, int32_t bs, int32_t d,
            float k_scale = 1.0f, float v_scale = 1.0f) {
     view.dtype = dtype;
     view.num_blocks = num_blocks;
@@ -42,8 +42,7 @@ struct TestPool {
     view.head_dim = d;
     view.k_scale = k_scale;
     view.v_scale = v_scale;
-    const size_t bytes =
-        static_cast<size_t>(num_blocks) * n_kv * bs * d * PagedKvElementSize(dtype);
+    const size_t bytes = static_cast<size_t>(num_blocks) * n_kv * bs * d * KvDtypeSize(dtype);
     k.assign(bytes, 0);
     v.assign(bytes, 0);
     view.k = k.data();
@@ -55,13 +54,13 @@ struct TestPool {
   // Writes logical value x at element e of K (or V) through the dtype's encoder.
   void Set(bool is_v, int64_t e, float x) {
     const float scale = is_v ? view.v_scale : view.k_scale;
-    uint8_t* base = (is_v ? v : k).data() + e * PagedKvElementSize(view.dtype);
+    uint8_t* base = (is_v ? v : k).data() + e * KvDtypeSize(view.dtype);
     kv::EncodeRow(view.dtype, &x, scale, base, 1);
   }
   // The logical value the kernels read at element e (decode, fp8: times 1/scale in fp32).
   double Get(bool is_v, int64_t e) const {
     const float scale = is_v ? view.v_scale : view.k_scale;
-    const uint8_t* base = (is_v ? v : k).data() + e * PagedKvElementSize(view.dtype);
+    const uint8_t* base = (is_v ? v : k).data() + e * KvDtypeSize(view.dtype);
     float out = 0.0f;
     kv::DecodeRow(view.dtype, base, 1.0f / scale, &out, 1);
     return out;
@@ -97,9 +96,9 @@ struct BlockAllocator {
   }
 };
 
-inline const std::vector<PagedKvDtype>& AllDtypes() {
-  static const std::vector<PagedKvDtype> kAll = {PagedKvDtype::kF32, PagedKvDtype::kBf16,
-                                                 PagedKvDtype::kF16, PagedKvDtype::kFp8E4m3};
+inline const std::vector<KvDtype>& AllDtypes() {
+  static const std::vector<KvDtype> kAll = {KvDtype::kF32, KvDtype::kBf16, KvDtype::kF16,
+                                            KvDtype::kFp8E4m3};
   return kAll;
 }
 

@@ -1,4 +1,5 @@
-// Element conversions of the KV storage types and the vectorized exp used by the kernels.
+// Row conversions of the KV storage types (the fp8 table, the F16C decode, EncodeRow) against
+// common/numerics.h's element conversions, bit for bit, and the vectorized exp of the kernels.
 #include "kernels/cpu/attention/kv_convert.h"
 
 #include <gtest/gtest.h>
@@ -6,15 +7,15 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <vector>
 
+#include "common/numerics.h"
 #include "kernels/cpu/attention/attention_core.h"
-#include "kvcache/fp8_e4m3.h"
-#include "model/tensor_types.h"
 
 namespace pagoda::cpu {
 namespace {
 
-TEST(KvConvertTest, Fp8DecodeMatchesKvcacheForAllCodes) {
+TEST(KvConvertTest, Fp8DecodeTableMatchesNumericsForAllCodes) {
   for (int b = 0; b < 256; ++b) {
     const float ours = kv::kFp8ToF32[b];
     const float ref = Fp8E4m3ToFp32(static_cast<uint8_t>(b));
@@ -26,7 +27,7 @@ TEST(KvConvertTest, Fp8DecodeMatchesKvcacheForAllCodes) {
   }
 }
 
-TEST(KvConvertTest, Fp8EncodeMatchesKvcacheBitExactly) {
+TEST(KvConvertTest, Fp8EncodeRowMatchesNumericsBitExactly) {
   // Every fp8 code, the midpoints between neighbours (ties), saturation, specials, random.
   std::vector<float> values = {0.0f,   -0.0f,   448.0f,      449.0f,     464.0f,
                                1e9f,   -1e9f,   INFINITY,    -INFINITY,  NAN,
@@ -44,12 +45,20 @@ TEST(KvConvertTest, Fp8EncodeMatchesKvcacheBitExactly) {
     values.push_back(std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng),
                                 std::uniform_int_distribution<int>(-14, 10)(rng)));
   }
-  for (float x : values) EXPECT_EQ(kv::F32ToFp8(x), Fp32ToFp8E4m3(x)) << x;
+  std::vector<uint8_t> row(values.size());
+  kv::EncodeRow(KvDtype::kFp8E4m3, values.data(), 1.0f, row.data(),
+                static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_EQ(row[i], Fp32ToFp8E4m3(values[i])) << values[i];
 }
 
-TEST(KvConvertTest, F16DecodeMatchesModelForAllCodes) {
+TEST(KvConvertTest, F16RowDecodeMatchesNumericsForAllCodes) {
+  std::vector<uint16_t> codes(65536);
+  for (uint32_t h = 0; h < 65536; ++h) codes[h] = static_cast<uint16_t>(h);
+  std::vector<float> row(codes.size());
+  kv::F16RowToF32(codes.data(), row.data(), static_cast<int64_t>(codes.size()));  // F16C
   for (uint32_t h = 0; h < 65536; ++h) {
-    const float ours = kv::F16ToF32(static_cast<uint16_t>(h));
+    const float ours = row[h];
     const float ref = Fp16ToFp32(static_cast<uint16_t>(h));
     if (std::isnan(ref)) {
       ASSERT_TRUE(std::isnan(ours)) << h;
@@ -59,18 +68,21 @@ TEST(KvConvertTest, F16DecodeMatchesModelForAllCodes) {
   }
 }
 
-TEST(KvConvertTest, Bf16EncodeMatchesModel) {
+TEST(KvConvertTest, Bf16EncodeRowMatchesNumerics) {
   std::mt19937 rng(3);
+  std::vector<float> x;
   for (int i = 0; i < 100000; ++i) {
-    const float x = std::bit_cast<float>(static_cast<uint32_t>(rng()));
-    if (std::isnan(x)) continue;
-    ASSERT_EQ(kv::F32ToBf16(x), Fp32ToBf16(x)) << x;
+    const float v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+    if (!std::isnan(v)) x.push_back(v);
   }
+  std::vector<uint16_t> row(x.size());
+  kv::EncodeRow(KvDtype::kBf16, x.data(), 1.0f, row.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(row[i], Fp32ToBf16(x[i])) << x[i];
 }
 
 TEST(KvConvertTest, RoundTripUsesScale) {
   float x[3] = {1.0f, -3.0f, 1000.0f};
-  kv::RoundTripRow(PagedKvDtype::kFp8E4m3, 2.0f, x, 3);
+  kv::RoundTripRow(KvDtype::kFp8E4m3, 2.0f, x, 3);
   EXPECT_FLOAT_EQ(x[0], 1.0f);
   EXPECT_FLOAT_EQ(x[1], -3.0f);
   EXPECT_FLOAT_EQ(x[2], 224.0f);  // 2000 saturates to 448, / 2

@@ -13,8 +13,7 @@
 //     block, (amax_w * sum |x| + amax_x * sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed,
 //     times 1.01, + 2e-5 * S (for the quantized types instead of their int8 terms above).
 //     F16's opt-in bf16 path (avx512bf16): 2^-7 * S + 2e-5 * S.
-// Also: the thread count does not change any output bit; the ops.h MatMul forwards here; level
-// names parse.
+// Also: the thread count does not change any output bit; level names parse.
 #include "kernels/cpu/matmul/matmul.h"
 
 #include <gtest/gtest.h>
@@ -27,8 +26,6 @@
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include "kernels/cpu/ops.h"
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -120,8 +117,8 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
   const bool int8_acts = m.type == GgmlType::kQ8_0 || m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
   if (int8_acts && level > SimdLevel::kPortable) bound += 1.01 * q8;
   if (IsKQuant(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
-  if (m.type == GgmlType::kF16 && F16FastPath(DefaultF16Matmul(), level, n)) {
-    bound += DefaultF16Matmul() == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
+  if (m.type == GgmlType::kF16 && F16FastPath(kDefaultF16Matmul, level, n)) {
+    bound += kDefaultF16Matmul == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
   }
   return bound;
 }
@@ -151,7 +148,7 @@ std::vector<SimdLevel> Levels() {
   std::vector<SimdLevel> levels;
   for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
                       SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
-    if (l <= BestSimdLevel()) levels.push_back(l);
+    if (l <= DetectSimdLevel()) levels.push_back(l);
   }
   return levels;
 }
@@ -297,18 +294,18 @@ TEST(MatMulApiTest, F16MatmulNamesParse) {
 
 TEST(MatMulApiTest, LevelNamesParse) {
   for (SimdLevel l : Levels()) EXPECT_EQ(ParseSimdLevel(SimdLevelName(l)), l);
-  EXPECT_EQ(ParseSimdLevel("auto"), BestSimdLevel());
+  EXPECT_EQ(ParseSimdLevel("auto"), DetectSimdLevel());
   EXPECT_FALSE(ParseSimdLevel("sse9").has_value());
-  EXPECT_LE(DefaultMaxSimdLevel(), BestSimdLevel());
+  EXPECT_EQ(EffectiveSimdLevel(MatMulOptions{}), DetectSimdLevel());  // default: the best
   EXPECT_EQ(EffectiveSimdLevel(MatMulOptions{SimdLevel::kPortable}), SimdLevel::kPortable);
   EXPECT_STREQ(KernelName(GgmlType::kF32, SimdLevel::kPortable), "portable/f32");
   EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kPortable), "portable/dequant+f32");
-  if (BestSimdLevel() >= SimdLevel::kAvx2) {
+  if (DetectSimdLevel() >= SimdLevel::kAvx2) {
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx2), "avx2/q4_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ6_K, SimdLevel::kAvx2), "avx2/q6_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kAvx2), "avx2/q4_0");
   }
-  if (BestSimdLevel() >= SimdLevel::kAvx512Vnni) {
+  if (DetectSimdLevel() >= SimdLevel::kAvx512Vnni) {
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Vnni), "avx512vnni/q4_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Bf16), "avx512vnni/q4_k");
   }
@@ -340,18 +337,6 @@ TEST(MatMulApiTest, SameInputMatchesMatMulBitForBit) {
         EXPECT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4)) << i;
       }
     }
-  }
-}
-
-// pagoda::cpu::MatMul (ops.h) gives the same bits as mm::MatMul with the default options.
-TEST(MatMulApiTest, OpsMatMulForwards) {
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
-    const Matrix m = RandomMatrix(type, 70, 256, 9);
-    const std::vector<float> x = RandomActivations(3, 256, 10);
-    std::vector<float> a(3 * 70), b(3 * 70);
-    pagoda::cpu::MatMul(m.view(), x.data(), 3, a.data());
-    MatMul(m.view(), x.data(), 3, b.data());
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   }
 }
 
