@@ -16,7 +16,7 @@
 //         Fp8E4m3ToFp32 is exact. Fp32ToFp8E4m3 rounds to nearest even and saturates: |x| >= 448
 //         and +-inf become +-448, NaN stays NaN.
 //
-// FP8 scale convention (seed-kernels.md 2.7.0): the per-layer k_scale / v_scale is a MULTIPLIER
+// FP8 scale convention (docs/seed-kernels.md 2.7.0): the per-layer k_scale / v_scale is a MULTIPLIER
 // on the way into fp8, so stored = fp8(clamp(x * scale)) and x ~= decode(stored) / scale
 // (QuantizeFp8E4m3 / DequantizeFp8E4m3).
 //

@@ -11,7 +11,7 @@
 //
 // Terms: a sequence's "tokens" are positions with a reserved slot (num_tokens); "committed"
 // tokens are those whose ids were reported via CommitTokens (KV written). Slots are
-// block_id * block_size + offset; kPadSlot (-1) means "skip" (seed-kernels.md 0.3).
+// block_id * block_size + offset; kPadSlot (-1) means "skip" (docs/seed-kernels.md 0.3).
 // Hit counters are in tokens, like vLLM. Not thread-safe: one engine thread owns it.
 #pragma once
 

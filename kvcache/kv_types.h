@@ -41,7 +41,7 @@ constexpr const char* KvDtypeName(KvDtype dtype) {
   return "unknown";
 }
 
-// Slot value meaning "no slot, skip this write" (seed-kernels.md 0.3). Any slot < 0 or
+// Slot value meaning "no slot, skip this write" (docs/seed-kernels.md 0.3). Any slot < 0 or
 // >= num_blocks * block_size is skipped by the kernels.
 inline constexpr int32_t kPadSlot = -1;
 

@@ -218,7 +218,7 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
       double(a.batch) * a.prompt_len * a.repetitions / std::max(prefill_s, 1e-9);
   *out = {{"model", a.model},
           {"kernels", rt.backend->capabilities().kernels},
-          {"f16_matmul", cpu::mm::F16MatmulName(ro.f16_matmul)},
+          {"f16_matmul", cpu::mm::F16MatmulName(a.runtime.cpu.f16_matmul)},
           {"prompt_len", a.prompt_len},
           {"gen_len", a.gen_len},
           {"batch", a.batch},

@@ -1,5 +1,5 @@
 // KvPool: owns the KV data buffers, one 64-byte aligned buffer per layer laid out as
-//   [2][num_blocks][n_kv_heads][block_size][head_dim]   (K = [0], V = [1], seed-kernels.md 0.1)
+//   [2][num_blocks][n_kv_heads][block_size][head_dim]   (K = [0], V = [1], docs/seed-kernels.md 0.1)
 // so one block of one layer's K (or V) is a contiguous byte range. Offers raw and typed block
 // pointers, element strides, per-layer fp8 scales (k_scale / v_scale, default 1.0, multiplier
 // on the way into fp8; see common/numerics.h) and whole-block copies for copy-on-write.

@@ -1,4 +1,4 @@
-// Bucket choice (neuron-backend.md 5.6): which compiled program runs a group of decode rows or
+// Bucket choice (docs/neuron-backend.md 5.6): which compiled program runs a group of decode rows or
 // a prefill chunk, and how a step is split so that some program can always run each part.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The artifact manifest (neuron-backend.md 5.4): written by the offline compile tool, validated
+// The artifact manifest (docs/neuron-backend.md 5.4): written by the offline compile tool, validated
 // by Pagoda, never guessed. Also the I/O contract each program must have (ExpectedTensors), the
 // diff against the runtime's own tensor info, and the NEFF header check.
 #pragma once

@@ -1,4 +1,4 @@
-// NeuronBackend: one engine step (neuron-backend.md 5.6).
+// NeuronBackend: one engine step (docs/neuron-backend.md 5.6).
 #include "kernels/neuron/neuron_backend.h"
 
 #include <spdlog/spdlog.h>

@@ -9,7 +9,7 @@
 // program (bucket) that fits, padded with the manifest's sentinels; a step larger than every
 // bucket is split over several executions, so any batch within capabilities() can run.
 //
-// Status handling (neuron-backend.md 2.2): request-level codes (1002/1003/1006) fail the step
+// Status handling (docs/neuron-backend.md 2.2): request-level codes (1002/1003/1006) fail the step
 // (INTERNAL) and the backend keeps serving; NRT_QUEUE_FULL is retried; every other code fails
 // the step and marks the backend unhealthy (healthy() false; later steps fail fast).
 // Ownership: the backend owns every runtime object it creates and releases them in its
@@ -35,7 +35,7 @@ namespace neuron {
 
 class NeuronBackend final : public Backend {
  public:
-  // Runs the start-up sequence of neuron-backend.md 5.5. `config` must outlive the backend.
+  // Runs the start-up sequence of docs/neuron-backend.md 5.5. `config` must outlive the backend.
   // `limits` are reported as capabilities (steps are split over buckets). Errors follow the
   // start-up code contract of kernels/backend.h; every message starts with "neuron backend: ".
   static Result<std::unique_ptr<NeuronBackend>> Create(const ModelConfig& config,

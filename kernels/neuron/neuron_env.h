@@ -1,4 +1,4 @@
-// The NEURON_RT_* environment the runtime reads at nrt_init (neuron-backend.md 5.3).
+// The NEURON_RT_* environment the runtime reads at nrt_init (docs/neuron-backend.md 5.3).
 // Precedence: a variable already set in the environment that differs from the config is an
 // error naming both values -- Pagoda never silently overrides an operator's environment.
 #pragma once

@@ -1,4 +1,4 @@
-// NeuronBackend start-up and shutdown (neuron-backend.md 5.5 and 5.7).
+// NeuronBackend start-up and shutdown (docs/neuron-backend.md 5.5 and 5.7).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Loading libnrt with dlopen and resolving the NrtApi table (neuron-backend.md 5.2).
+// Loading libnrt with dlopen and resolving the NrtApi table (docs/neuron-backend.md 5.2).
 //
 // Search order: `explicit_path` alone when it is non-empty; otherwise "libnrt.so.1" (the
 // dynamic linker's search) and then /opt/aws/neuron/lib/libnrt.so.1. RTLD_NOW | RTLD_LOCAL.
@@ -18,7 +18,7 @@ struct LoadedNrt {
   std::string version;  // "major.minor.patch" from nrt_get_version, or "unknown"
 };
 
-// Errors (UNAVAILABLE, the exact multi-line texts of neuron-backend.md 5.2):
+// Errors (UNAVAILABLE, the exact multi-line texts of docs/neuron-backend.md 5.2):
 //   "neuron backend: cannot load the Neuron runtime library (libnrt.so.1).\n  tried: ..."
 //   "neuron backend: PATH lacks required symbol 'NAME' (libnrt VERSION)."
 Result<LoadedNrt> LoadNrt(const std::string& explicit_path);

@@ -1,4 +1,4 @@
-// What Pagoda does with each NRT_STATUS (neuron-backend.md 2.2).
+// What Pagoda does with each NRT_STATUS (docs/neuron-backend.md 2.2).
 #pragma once
 
 #include <string>

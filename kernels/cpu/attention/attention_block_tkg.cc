@@ -226,7 +226,7 @@ void TkgRunner::Combine(const PagedDecodeAttentionArgs& a, const TkgWorkspace& w
       big_m = std::max(big_m, p[static_cast<int64_t>(n_rows) * d + r]);
     }
     std::fill(out, out + d, 0.0f);
-    if (big_m == kNegInf) continue;  // no visible key and no sink: 0 (seed-kernels.md 2.7.3)
+    if (big_m == kNegInf) continue;  // no visible key and no sink: 0 (docs/seed-kernels.md 2.7.3)
     float denom = a.sinks.empty() ? 0.0f : std::exp(a.sinks[h] - big_m);
     for (int32_t i = 0; i < group.n_tasks; ++i) {
       const float* p = ws.partials_.data() + ws.tasks_[group.first_task + i].partial;

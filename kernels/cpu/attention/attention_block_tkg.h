@@ -1,5 +1,5 @@
 // attention_block_tkg: the fused decode (token generation) attention sublayer of one layer for
-// all decode tokens of a step (seed-kernels.md section 2, CPU port). No residual add.
+// all decode tokens of a step (docs/seed-kernels.md section 2, CPU port). No residual add.
 //
 // Per token t (rows of x/out; sequence b owns rows [q_start, q_start + q_len), q_len = S_tkg >= 1,
 // ragged S per sequence allowed):
@@ -14,7 +14,7 @@
 //      else pos * rope_base^(-2i/rope_dim); halves or interleaved); rope_dim 0 disables it
 //   5. optional per-head RmsNorm of Q and K after RoPE (q_norm_post / k_norm_post)
 //   6. K, V rounded to the cache dtype (fp8: quantized with kv.k_scale / v_scale): these values
-//      are what attention uses and what is written (seed-kernels.md 2.7.0)
+//      are what attention uses and what is written (docs/seed-kernels.md 2.7.0)
 //   7. attention of every new token over its sequence's cache context [0, ctx_len) (through its
 //      block table; entries < 0 skipped) plus the new tokens 0..s of the same step (causal),
 //      GQA kv head h / g, sliding window (keys at logical positions > pos - window, where new

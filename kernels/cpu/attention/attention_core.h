@@ -12,7 +12,7 @@
 //   paged K/V: see paged_kv.h; new keys j at new_k + j * new_stride (fp32, logical values)
 // Scores are s = scale * <q, k>. A key at logical position kp is visible to a query at position
 // qp iff kp <= qp and (window == 0 or kp > qp - window); invisible keys inside a scanned tile
-// score `masked_score` (-9984 for prefill per seed-kernels.md 1.3, -inf for decode).
+// score `masked_score` (-9984 for prefill per docs/seed-kernels.md 1.3, -inf for decode).
 // Per tile: scores of all rows x keys (register-blocked SIMD kernels, attention_simd.h), masking
 // only when the tile holds a key some row cannot see, one exp pass per row, then the V pass;
 // the next context tile's K/V rows are prefetched while the current one is computed.

@@ -1,5 +1,5 @@
 // flash_paged_attention: prefill / context-encoding attention over a paged KV cache for a varlen
-// batch of sequence chunks (seed-kernels.md section 1, CPU port with structured metadata instead
+// batch of sequence chunks (docs/seed-kernels.md section 1, CPU port with structured metadata instead
 // of a dense mask).
 //
 // Per sequence s (AttnSeq): its chunk's new tokens are rows [q_start, q_start + q_len) of Q/K/V/O;
@@ -16,9 +16,9 @@
 // Maths for query row (token i of sequence s, head h, kv head h / (n_heads / n_kv_heads)):
 //   s_k = scale * <q, K_k> over the visible keys: context positions p < ctx_len with a valid
 //   block and new tokens j <= i (causal); with sliding_window W > 0 only keys at positions
-//   > pos(i) - W. Masked keys inside a scanned tile score kMaskedScore (-9984, seed-kernels.md
+//   > pos(i) - W. Masked keys inside a scanned tile score kMaskedScore (-9984, docs/seed-kernels.md
 //   1.3); as every row sees at least its own token, this equals -inf masking unless real scores
-//   fall below about -9880 (accepted deviation, seed-kernels.md section 4 item 10).
+//   fall below about -9880 (accepted deviation, docs/seed-kernels.md section 4 item 10).
 //   With sinks, sink[h] (a raw logit, not scaled) joins the softmax denominator only.
 //   out = sum_k exp(s_k - lse) V_k; max = max(max_k s_k, sink_h); lse = log(sum_k exp(s_k)
 //   [+ exp(sink_h)]) -- the denominator actually used for `out` (sink included when given).

@@ -2,7 +2,7 @@
 // kernels read (and attention_block_tkg writes) it. It deliberately knows nothing about the
 // kvcache manager classes: the backend fills it from KvPool (kernels/cpu/kv_pool.h) per layer.
 //
-// Memory layout (seed-kernels.md 0.1), for K and for V separately:
+// Memory layout (docs/seed-kernels.md 0.1), for K and for V separately:
 //   k, v : [num_blocks][n_kv_heads][block_size][head_dim]   elements of `dtype`
 // so K of (block b, kv head h, token offset o) starts at element
 //   ((b * n_kv_heads + h) * block_size + o) * head_dim.
@@ -10,7 +10,7 @@
 //
 // Element encodings: kF32 = float, kBf16 / kF16 = uint16_t bits, kFp8E4m3 = uint8_t bits of
 // OCP float8_e4m3fn (max 448, round-to-nearest-even, saturating; identical to
-// common/numerics.h). fp8 scale convention (seed-kernels.md 2.7.0, same as KvPool): k_scale
+// common/numerics.h). fp8 scale convention (docs/seed-kernels.md 2.7.0, same as KvPool): k_scale
 // and v_scale are MULTIPLIERS on the way into fp8, stored = fp8(clamp(x * scale)). The kernels
 // dequantize to the logical value decode(stored) / scale, so callers never compensate for the
 // scales themselves (no softmax_scale / k_scale, no W_out / v_scale). For other dtypes the

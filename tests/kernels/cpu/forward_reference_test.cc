@@ -79,14 +79,14 @@ std::vector<AidreamsCase> AidreamsCases() {
 class BackendSequence {
  public:
   BackendSequence(const Model& model, cpu::SimdLevel max_simd_level) : model_(model) {
+    KvCacheConfig kv;
+    kv.block_size = kBlock;
+    kv.num_blocks = model.config.context_length / kBlock + 1;
+    kv.dtype = KvDtype::kF32;
+    const StepLimits limits{model.config.context_length, 1};
     cpu::CpuBackendOptions o;
-    o.kv_cache.block_size = kBlock;
-    o.kv_cache.num_blocks = model.config.context_length / kBlock + 1;
-    o.kv_cache.dtype = KvDtype::kF32;
-    o.max_num_batched_tokens = model.config.context_length;
-    o.max_num_seqs = 1;
     o.max_simd_level = max_simd_level;
-    auto backend = cpu::CpuBackend::Create(model.config, model.weights, o);
+    auto backend = cpu::CpuBackend::Create(model.config, model.weights, kv, limits, o);
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
     if (backend.ok()) backend_ = std::move(*backend);
     for (int32_t b = model.config.context_length / kBlock; b > 0; --b) table_.push_back(b);

@@ -1,4 +1,4 @@
-// A fake libnrt.so.1 for tests (neuron-backend.md 6.2): the same C symbols as the real runtime,
+// A fake libnrt.so.1 for tests (docs/neuron-backend.md 6.2): the same C symbols as the real runtime,
 // declared from Pagoda's own kernels/neuron/nrt_api.h. Tensors live in host memory. nrt_load
 // accepts only fake NEFFs: a 1024-byte NEFF header whose name starts with "pagoda-fake:",
 // followed by a JSON program description whose kind, decoder_step_decode or

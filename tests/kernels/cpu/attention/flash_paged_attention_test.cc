@@ -1,5 +1,5 @@
 // flash_paged_attention against a naive fp64 reference on randomized varlen batches, plus the
-// equivalence with the dense-mask formulation of seed-kernels.md 1.3/1.4 and input errors.
+// equivalence with the dense-mask formulation of docs/seed-kernels.md 1.3/1.4 and input errors.
 #include "kernels/cpu/attention/flash_paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -316,7 +316,7 @@ INSTANTIATE_TEST_SUITE_P(LowerLevels, FlashPagedAttentionSimdLevelTest,
                                   SimdLevelName(std::get<1>(info.param));
                          });
 
-// seed-kernels.md 1.4: the [S1] inputs -- one flat block table (each sequence's context blocks
+// docs/seed-kernels.md 1.4: the [S1] inputs -- one flat block table (each sequence's context blocks
 // concatenated, then all-masked padding blocks pointing at block 0) and a dense mask -- with
 // masked scores = -9984 over ALL columns give the same result as the structured metadata.
 TEST(FlashPagedAttentionTest, EquivalentToDenseMaskFormulation) {
