@@ -2,7 +2,10 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <charconv>
+
+#include "server/bounded_task_queue.h"
 
 namespace pagoda {
 
@@ -30,11 +33,40 @@ HttpEndpoint::HttpEndpoint(TextFn metrics, ReadyFn ready, ReadyFn healthy)
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
-Status HttpEndpoint::Start(const std::string& address) {
+namespace {
+
+// Limits, the bounded task queue and the 503 answer of an overflow connection.
+void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
+  server.set_read_timeout(o.timeout_seconds, 0);
+  server.set_write_timeout(o.timeout_seconds, 0);
+  server.set_payload_max_length(o.max_body_bytes);
+  auto queue = std::make_shared<std::atomic<BoundedTaskQueue*>>(nullptr);
+  const int workers = o.max_connections;
+  server.new_task_queue = [queue, workers] {
+    auto* q = new BoundedTaskQueue(workers);  // owned and deleted by httplib::Server
+    queue->store(q);
+    return q;
+  };
+  server.set_pre_routing_handler([queue](const httplib::Request&, httplib::Response& res) {
+    const BoundedTaskQueue* q = queue->load();
+    if (q == nullptr || !q->IsOverflowThread()) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 503;
+    res.set_header("Connection", "close");
+    res.set_content(R"({"error":{"message":"too many connections","type":"server_error",)"
+                    R"("param":null,"code":503}})",
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+}
+
+}  // namespace
+
+Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   std::string host;
   int port = 0;
-  PAGODA_RETURN_IF_ERROR(SplitHostPort(address, "server.metrics_address", &host, &port));
+  PAGODA_RETURN_IF_ERROR(SplitHostPort(options.address, options.key, &host, &port));
   server_ = std::make_unique<httplib::Server>();
+  ApplyBounds(options, *server_);
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_(), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -48,10 +80,11 @@ Status HttpEndpoint::Start(const std::string& address) {
     res.status = ready ? 200 : 503;
     res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
   });
+  if (routes) routes(*server_);
   port_ =
       port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (port_ <= 0) {
-    return Status(StatusCode::kUnavailable, "server.metrics_address: cannot bind " + address);
+    return Status(StatusCode::kUnavailable, options.key + ": cannot bind " + options.address);
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();

@@ -1,0 +1,34 @@
+// OpenAiApi: the OpenAI-compatible HTTP API on the HTTP listener (server.http_address):
+//   GET  /v1/models, /v1/models/{id}   the served model;
+//   POST /v1/completions               prompt -> text (server/openai_protocol.h for fields);
+//   POST /v1/chat/completions          messages rendered with the chat template -> message;
+//   POST /tokenize, /detokenize        vLLM's shapes ({"prompt"|"messages"} -> {"tokens",
+//                                      "count", "max_model_len"}; {"tokens"} -> {"prompt"}).
+// Every route checks `authorization: Bearer <token>` (Admit: 401) and answers errors in
+// OpenAI's shape (server/openai_protocol.h). Requests go through the shared translation layer
+// (server/api_request.h) to Engine::Submit. "stream": true answers Server-Sent Events
+// (server/openai_response.h); a streaming client that disconnects (a failed write) or stops
+// reading for server.http_timeout_seconds has its request aborted in the engine at once. A
+// non-streaming client that disconnects is noticed when its answer is written.
+// Each finished generation logs one line (server/request_log.h).
+#pragma once
+
+#include "server/serving_context.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace pagoda {
+
+class OpenAiApi {
+ public:
+  explicit OpenAiApi(ServingContext& ctx) : ctx_(ctx) {}
+  // Adds the routes; `server` must not outlive this object.
+  void Register(httplib::Server& server);
+
+ private:
+  ServingContext& ctx_;
+};
+
+}  // namespace pagoda
