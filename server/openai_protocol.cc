@@ -223,6 +223,7 @@ Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_vi
   PAGODA_RETURN_IF_ERROR(Get(j, "add_special_tokens", &api.add_special_tokens));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "priority", &api.priority));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "request_id", &api.request_id));
+  PAGODA_RETURN_IF_ERROR(GetInto(j, "return_tokens_as_token_ids", &r.tokens_as_ids));
   return r;
 }
 

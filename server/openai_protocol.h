@@ -7,7 +7,8 @@
 // max_completion_tokens, temperature, top_p, n, stop (string or array), seed,
 // presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
 // stream_options, user; vLLM's extras top_k, min_p, repetition_penalty, stop_token_ids,
-// ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id.
+// ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id,
+// return_tokens_as_token_ids.
 // Answered 400 "...: not supported yet": tools / tool_choice / functions, response_format other
 // than text, guided decoding, logit_bias, echo, suffix, best_of > n, several prompts, non-text
 // message parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are
@@ -31,6 +32,7 @@ struct OpenAiRequest {
   std::string model;  // as sent; "" when absent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs tokens as "token_id:N"
 };
 
 // Parses a request body. Without max_tokens, completions generate 16 tokens (OpenAI's default)

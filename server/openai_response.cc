@@ -24,14 +24,23 @@ json Bytes(const std::string& s) {
   return out;
 }
 
+// A token as logprobs show it: its bytes, or "token_id:N".
+struct TokenText {
+  const Tokenizer& tokenizer;
+  bool as_ids;
+  std::string operator()(int32_t id) const {
+    return as_ids ? "token_id:" + std::to_string(id) : tokenizer.TokenBytes(id);
+  }
+};
+
 // Chat shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
-json ChatLogprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
+json ChatLogprobs(const std::vector<TokenLogprob>& lps, const TokenText& tok) {
   json content = json::array();
   for (const TokenLogprob& lp : lps) {
-    const std::string t = tok.TokenBytes(lp.token_id);
+    const std::string t = tok(lp.token_id);
     json top = json::array();
     for (const auto& [id, logprob] : lp.top) {
-      const std::string s = tok.TokenBytes(id);
+      const std::string s = tok(id);
       top.push_back({{"token", s}, {"logprob", logprob}, {"bytes", Bytes(s)}});
     }
     content.push_back(
@@ -42,19 +51,19 @@ json ChatLogprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tok) {
 
 // Completions shape: {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset};
 // `offset` is where the first token's text starts in the choice's text (advanced here).
-json CompletionLogprobs(const std::vector<TokenLogprob>& lps, const Tokenizer& tok,
+json CompletionLogprobs(const std::vector<TokenLogprob>& lps, const TokenText& tok,
                         size_t* offset) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array(),
        offsets = json::array();
   for (const TokenLogprob& lp : lps) {
-    const std::string t = tok.TokenBytes(lp.token_id);
+    const std::string t = tok(lp.token_id);
     tokens.push_back(t);
     logprobs.push_back(lp.logprob);
     json top = json::object();
-    for (const auto& [id, logprob] : lp.top) top[tok.TokenBytes(id)] = logprob;
+    for (const auto& [id, logprob] : lp.top) top[tok(id)] = logprob;
     tops.push_back(top);
     offsets.push_back(*offset);
-    *offset += t.size();
+    *offset += tok.tokenizer.TokenBytes(lp.token_id).size();
   }
   return {{"tokens", tokens},
           {"token_logprobs", logprobs},
@@ -71,6 +80,7 @@ OpenAiAnswer::OpenAiAnswer(const OpenAiRequest& request, std::string id, std::st
     : chat_(request.endpoint == OpenAiEndpoint::kChatCompletions),
       logprobs_(request.api.sampling.logprobs),
       include_usage_(request.include_usage),
+      tokens_as_ids_(request.tokens_as_ids),
       id_(std::move(id)),
       model_(std::move(model)),
       created_(created),
@@ -102,9 +112,10 @@ std::string OpenAiAnswer::StreamEvents(const RequestOutput& o) {
   };
   const json reason = ReasonJson(FinishReasonName(o.finish_reason));
   json logprobs = nullptr;
+  const TokenText token_text{tokenizer_, tokens_as_ids_};
   if (logprobs_ && !o.logprobs.empty()) {
-    logprobs = chat_ ? ChatLogprobs(o.logprobs, tokenizer_)
-                     : CompletionLogprobs(o.logprobs, tokenizer_, &c.text_offset);
+    logprobs = chat_ ? ChatLogprobs(o.logprobs, token_text)
+                     : CompletionLogprobs(o.logprobs, token_text, &c.text_offset);
   }
   if (!chat_) {
     choice_event(
@@ -153,9 +164,10 @@ std::string OpenAiAnswer::Body(const Usage& usage) const {
     const Choice& c = choices_[i];
     json logprobs = nullptr;
     size_t offset = 0;
+    const TokenText token_text{tokenizer_, tokens_as_ids_};
     if (logprobs_) {
-      logprobs = chat_ ? ChatLogprobs(c.logprobs, tokenizer_)
-                       : CompletionLogprobs(c.logprobs, tokenizer_, &offset);
+      logprobs = chat_ ? ChatLogprobs(c.logprobs, token_text)
+                       : CompletionLogprobs(c.logprobs, token_text, &offset);
     }
     json choice = {
         {"index", i}, {"logprobs", logprobs}, {"finish_reason", ReasonJson(c.finish_reason)}};

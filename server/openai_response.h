@@ -48,6 +48,7 @@ class OpenAiAnswer {
   bool chat_;
   bool logprobs_;
   bool include_usage_;
+  bool tokens_as_ids_;
   std::string id_;
   std::string model_;
   int64_t created_;

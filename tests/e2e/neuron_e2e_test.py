@@ -81,6 +81,7 @@ def write_config(path, artifacts_dir, library=None, backend="neuron", neuron_ext
         f.write(f"""server:
   listen_address: 127.0.0.1:0
   metrics_address: 127.0.0.1:0
+  http_address: 127.0.0.1:0
 model:
   path: "{model_path()}"
 engine:
