@@ -1,6 +1,7 @@
 #include "server/http_endpoint.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <charconv>
@@ -35,6 +36,14 @@ HttpEndpoint::~HttpEndpoint() { Stop(); }
 
 namespace {
 
+// httplib::Server with access to its listening socket: the library listens with a backlog of 5
+// connections, too few for a burst of clients (connections beyond it wait for TCP's 1 s SYN
+// retransmission, or fail); Start() raises it to SOMAXCONN.
+class Server final : public httplib::Server {
+ public:
+  void RaiseBacklog() { ::listen(svr_sock_, SOMAXCONN); }
+};
+
 // Limits, the bounded task queue and the 503 answer of an overflow connection.
 void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
   server.set_read_timeout(o.timeout_seconds, 0);
@@ -65,7 +74,9 @@ Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   std::string host;
   int port = 0;
   PAGODA_RETURN_IF_ERROR(SplitHostPort(options.address, options.key, &host, &port));
-  server_ = std::make_unique<httplib::Server>();
+  auto server = std::make_unique<Server>();
+  Server* raw = server.get();
+  server_ = std::move(server);
   ApplyBounds(options, *server_);
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_(), "text/plain; version=0.0.4; charset=utf-8");
@@ -86,6 +97,7 @@ Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   if (port_ <= 0) {
     return Status(StatusCode::kUnavailable, options.key + ": cannot bind " + options.address);
   }
+  raw->RaiseBacklog();
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return Status::Ok();
 }

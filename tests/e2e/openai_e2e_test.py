@@ -334,6 +334,20 @@ class AidreamsHttpTest(unittest.TestCase):
         self.assertIn("completion_tokens=3", line[0])
 
 
+    def test_bench_serve_openai_smoke(self):
+        out = subprocess.run([ARGS.pagoda, "bench", "serve", "--api", "openai", "-s",
+                              f"127.0.0.1:{self.server.port}", "-c", "4", "-n", "8",
+                              "--prompt-len", "16", "--gen-len", "20", "--json"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        result = json.loads(out.stdout)
+        self.assertEqual(result["api"], "openai")
+        self.assertEqual(result["model"], "aidreams")
+        self.assertEqual(result["failed"], 0)
+        self.assertEqual(result["generated_tokens"], 8 * 20)
+        self.assertEqual(result["itl_s"]["count"], 8 * 19)
+
+
 class TinyHttpTest(unittest.TestCase):
     """Disconnects, auth, bounds and metric names: a synthetic model with a 1024-token
     context for long generations."""
