@@ -67,6 +67,17 @@ struct Generation {
     LogRequest({"http", method, id, status, request.stream}, last);
   }
 
+  // Aborts the request of a client that is gone and logs it with status 499 (nginx's "client
+  // closed request") once the engine has finished it (within a step).
+  void AbortAndLog() {
+    ctx.engine->Abort(engine_id);
+    const auto deadline = EngineClock::now() + std::chrono::seconds(5);
+    RequestOutput o;
+    while (stream->Pop(&o, deadline)) {
+      if (o.request_finished) return Log(o, 499);
+    }
+  }
+
   ServingContext& ctx;
   OpenAiRequest request;
   std::string id;
@@ -75,6 +86,7 @@ struct Generation {
   OpenAiAnswer answer;
   std::shared_ptr<RequestStream> stream;
   bool done = false;
+  std::string error;  // a backend failure (kError), not streaming
 };
 
 // Admits, parses, builds and submits.
@@ -89,59 +101,69 @@ Result<std::shared_ptr<Generation>> Submit(ServingContext& ctx, OpenAiEndpoint e
   return g;
 }
 
-// Writes the SSE events of the next output (waiting up to 100 ms for one); false when the
-// client is gone.
+// How long a content provider waits for engine outputs before it checks the client again.
+constexpr auto kClientCheckPeriod = std::chrono::milliseconds(100);
+
+// Streaming: writes the SSE events of the outputs that come within kClientCheckPeriod; false
+// when the client is gone (a failed write, or a closed connection while waiting).
 bool PumpEvents(Generation& g, httplib::DataSink& sink) {
+  const auto until = EngineClock::now() + kClientCheckPeriod;
   RequestOutput o;
-  if (!g.stream->Pop(&o, EngineClock::now() + std::chrono::milliseconds(100))) {
-    return sink.is_writable();
+  while (!g.done && g.stream->Pop(&o, until)) {
+    std::string events = g.answer.StreamEvents(o);
+    if (o.request_finished) {
+      events += g.answer.StreamEnd(o.usage);
+      g.done = true;
+      g.Log(o, 200);
+    }
+    if (!sink.write(events.data(), events.size())) return false;
   }
-  std::string events = g.answer.StreamEvents(o);
-  if (o.request_finished) {
-    events += g.answer.StreamEnd(o.usage);
-    g.done = true;
-    g.Log(o, 200);
-  }
-  if (!sink.write(events.data(), events.size())) return false;
   if (g.done) sink.done();
-  return true;
+  return g.done || sink.is_writable();
 }
 
-void Stream(std::shared_ptr<Generation> g, httplib::Response& res) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [g](size_t, httplib::DataSink& sink) { return PumpEvents(*g, sink); },
-      [g](bool) {
-        if (!g->done) g->ctx.engine->Abort(g->engine_id);  // the client is gone
-      });
-}
-
-void Gather(Generation& g, httplib::Response& res) {
+// Not streaming: gathers the outputs and writes the whole body at the end, checking the client
+// every kClientCheckPeriod meanwhile. A backend failure becomes an error body (the 200 status
+// has been sent by then).
+bool PumpBody(Generation& g, httplib::DataSink& sink) {
+  const auto until = EngineClock::now() + kClientCheckPeriod;
   RequestOutput o;
-  std::string error;
-  do {
-    g.stream->Pop(&o);
+  while (g.stream->Pop(&o, until)) {
     g.answer.Add(o);
-    if (o.finish_reason == FinishReason::kError) error = o.error;
-  } while (!o.request_finished);
-  if (!error.empty()) {
-    SendError(res, Internal("generation failed: " + error));
-  } else {
-    res.status = 200;
-    res.set_content(g.answer.Body(o.usage), "application/json");
+    if (o.finish_reason == FinishReason::kError) g.error = o.error;
+    if (!o.request_finished) continue;
+    g.done = true;
+    const std::string body = g.error.empty()
+                                 ? g.answer.Body(o.usage)
+                                 : OpenAiErrorBody(Internal("generation failed: " + g.error));
+    g.Log(o, g.error.empty() ? 200 : 500);
+    if (!sink.write(body.data(), body.size())) return false;
+    sink.done();
+    return true;
   }
-  g.Log(o, res.status);
+  return sink.is_writable();
+}
+
+// Answers from the engine's outputs as they come (chunked transfer), so that a client that
+// disconnects is noticed within kClientCheckPeriod and its request aborted.
+void Respond(std::shared_ptr<Generation> g, httplib::Response& res) {
+  const bool stream = g->request.stream;
+  if (stream) res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      stream ? "text/event-stream" : "application/json",
+      [g, stream](size_t, httplib::DataSink& sink) {
+        return stream ? PumpEvents(*g, sink) : PumpBody(*g, sink);
+      },
+      [g](bool) {
+        if (!g->done) g->AbortAndLog();  // the client is gone
+      });
 }
 
 void Generate(ServingContext& ctx, OpenAiEndpoint endpoint, const httplib::Request& req,
               httplib::Response& res) {
   Result<std::shared_ptr<Generation>> g = Submit(ctx, endpoint, req);
   if (!g.ok()) return SendError(res, g.status());
-  if ((*g)->request.stream) {
-    Stream(std::move(g).value(), res);
-  } else {
-    Gather(**g, res);
-  }
+  Respond(std::move(g).value(), res);
 }
 
 // The prompt tokens of a completions ("prompt") or chat ("messages") body.

@@ -7,9 +7,11 @@
 // Every route checks `authorization: Bearer <token>` (Admit: 401) and answers errors in
 // OpenAI's shape (server/openai_protocol.h). Requests go through the shared translation layer
 // (server/api_request.h) to Engine::Submit. "stream": true answers Server-Sent Events
-// (server/openai_response.h); a streaming client that disconnects (a failed write) or stops
-// reading for server.http_timeout_seconds has its request aborted in the engine at once. A
-// non-streaming client that disconnects is noticed when its answer is written.
+// (server/openai_response.h). Answers are written as the engine's outputs come (chunked
+// transfer encoding, also without "stream"), so a client that disconnects -- a failed write,
+// or a closed connection noticed within 100 ms -- has its request aborted in the engine at once
+// (logged with status 499); so has one that stops reading for server.http_timeout_seconds.
+// Without "stream", a backend failure mid-request is an error body after the 200 status.
 // Each finished generation logs one line (server/request_log.h).
 #pragma once
 

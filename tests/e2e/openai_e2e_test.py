@@ -362,25 +362,31 @@ class TinyHttpTest(unittest.TestCase):
     def test_client_disconnect_aborts_the_request(self):
         server = Server(model=self.model)
         try:
-            body = json.dumps({"prompt": "Once upon a time", "max_tokens": 1000,
-                               "ignore_eos": True, "stream": True}).encode()
-            sock = socket.create_connection(("127.0.0.1", server.port))
-            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
-                         b"Content-Type: application/json\r\n" +
-                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
-            got = b""
-            while b"data: " not in got:
-                got += sock.recv(4096)
-            self.assertEqual(server.metric("pagoda:num_requests_running"), 1)
-            sock.close()
-            start = time.time()
-            self.assertTrue(server.wait_idle(timeout=5))
-            waited = time.time() - start
-            self.assertEqual(server.metric("pagoda:request_success_total",
-                                           'finished_reason="abort"'), 1)
-            self.assertEqual(server.metric("pagoda:kv_cache_usage_perc"), 0)
-            print(f"\n  disconnect -> request aborted and idle after {waited * 1000:.0f} ms",
-                  file=sys.stderr)
+            for aborted, stream in enumerate((True, False), start=1):
+                body = json.dumps({"prompt": "Once upon a time", "max_tokens": 1000,
+                                   "ignore_eos": True, "stream": stream}).encode()
+                sock = socket.create_connection(("127.0.0.1", server.port))
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Type: application/json\r\n" +
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                if stream:  # the first event has come
+                    got = b""
+                    while b"data: " not in got:
+                        got += sock.recv(4096)
+                else:  # the request is running
+                    sock.recv(100)  # the 200 headers
+                self.assertEqual(server.metric("pagoda:num_requests_running"), 1)
+                sock.close()
+                start = time.time()
+                self.assertTrue(server.wait_idle(timeout=5))
+                waited = time.time() - start
+                self.assertEqual(server.metric("pagoda:request_success_total",
+                                               'finished_reason="abort"'), aborted)
+                self.assertLess(server.metric("pagoda:generation_tokens_total"), 1000 * aborted)
+                self.assertEqual(server.metric("pagoda:kv_cache_usage_perc"), 0)
+                print(f"\n  stream={stream}: disconnect -> request aborted, idle after "
+                      f"{waited * 1000:.0f} ms", file=sys.stderr)
+            self.assertEqual(server.output().count("status=499"), 2)
         finally:
             server.stop()
 
