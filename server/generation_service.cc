@@ -4,6 +4,8 @@
 #include <optional>
 #include <string_view>
 
+#include "server/request_log.h"
+
 namespace pagoda {
 namespace {
 
@@ -120,6 +122,7 @@ class GenerateReactor final : public EngineCall<grpc::ServerWriteReactor<v1::Gen
     if (!stream_->Pop(&o, EngineClock::now())) return;
     if (o.finish_reason == FinishReason::kError) {
       finished_ = true;
+      if (o.request_finished) LogRequest({"grpc", "Generate", request_id_, 500, true}, o);
       Finish(grpc::Status(grpc::StatusCode::INTERNAL, "generation failed: " + o.error));
       return;
     }
@@ -132,6 +135,7 @@ class GenerateReactor final : public EngineCall<grpc::ServerWriteReactor<v1::Gen
     response_.set_finish_reason(FinishReasonName(o.finish_reason));
     if (o.request_finished) {
       FillUsage(o.usage, response_.mutable_usage());
+      LogRequest({"grpc", "Generate", request_id_, 200, true}, o);
       finished_ = true;
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
       return;
@@ -192,6 +196,7 @@ class CompleteReactor final : public EngineCall<grpc::ServerUnaryReactor> {
       if (o.finish_reason == FinishReason::kError) error_ = o.error;
       if (!o.request_finished) continue;
       FillUsage(o.usage, response_->mutable_usage());
+      LogRequest({"grpc", "Complete", request_id_, error_.empty() ? 200 : 500, false}, o);
       finished_ = true;
       Finish(error_.empty()
                  ? grpc::Status::OK

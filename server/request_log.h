@@ -1,4 +1,5 @@
-// The one log line per finished generation request, on every API:
+// The one log line per finished generation request, on every API (gRPC Generate / Complete
+// and the HTTP API):
 //   request api=http POST /v1/chat/completions id=chatcmpl-req-7 status=200 stream=true
 //   prompt_tokens=12 completion_tokens=40 cached_tokens=0 finish=stop queue_ms=0.1
 //   ttft_ms=35.2 e2e_ms=410.7
@@ -13,9 +14,9 @@ namespace pagoda {
 
 struct RequestLogLine {
   std::string_view api;     // "http" or "grpc"
-  std::string_view method;  // "POST /v1/completions", "Generate", ...
+  std::string_view method;  // "POST /v1/completions", "Generate", "Complete"
   std::string_view id;
-  int status = 200;  // HTTP status (or 200 for an OK gRPC call)
+  int status = 200;  // HTTP status; gRPC: 200 OK, 500 a backend failure
   bool stream = false;
 };
 
