@@ -49,6 +49,9 @@ void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
   server.set_read_timeout(o.timeout_seconds, 0);
   server.set_write_timeout(o.timeout_seconds, 0);
   server.set_payload_max_length(o.max_body_bytes);
+  // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds each one back
+  // until the client's (delayed) ACK of the previous one comes.
+  server.set_tcp_nodelay(true);
   auto queue = std::make_shared<std::atomic<BoundedTaskQueue*>>(nullptr);
   const int workers = o.max_connections;
   server.new_task_queue = [queue, workers] {

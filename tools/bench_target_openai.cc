@@ -82,6 +82,7 @@ class OpenAiTarget final : public BenchTarget {
  private:
   httplib::Client Connect() const {
     httplib::Client http("http://" + client_.server);
+    http.set_tcp_nodelay(true);
     if (!client_.token.empty()) http.set_bearer_token_auth(client_.token);
     if (client_.timeout_s > 0) {
       const auto t = std::chrono::duration<double>(client_.timeout_s);
