@@ -52,6 +52,12 @@ void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
   // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds each one back
   // until the client's (delayed) ACK of the previous one comes.
   server.set_tcp_nodelay(true);
+  // SO_REUSEADDR without cpp-httplib's default SO_REUSEPORT: a second server on the same port
+  // fails to bind instead of silently sharing the port's connections with the first.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   auto queue = std::make_shared<std::atomic<BoundedTaskQueue*>>(nullptr);
   const int workers = o.max_connections;
   server.new_task_queue = [queue, workers] {

@@ -177,6 +177,9 @@ Result<std::unique_ptr<grpc::Server>> StartGrpc(const ServerConfig& cfg,
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(cfg.listen_address, creds, port);
+  // A second server on the same port fails to start instead of sharing it (gRPC sets
+  // SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(cfg.max_message_bytes);
   builder.SetMaxSendMessageSize(cfg.max_message_bytes);

@@ -428,6 +428,20 @@ class TinyHttpTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_port_in_use_fails_start_up(self):
+        server = Server(model=self.model)
+        try:
+            proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
+                                   "--set", "server.listen_address=127.0.0.1:0",
+                                   "--set", "server.metrics_address=127.0.0.1:0",
+                                   "--set", f"server.http_address=127.0.0.1:{server.port}"],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(proc.stderr.splitlines()[-1],
+                             f"error: server.http_address: cannot bind 127.0.0.1:{server.port}")
+        finally:
+            server.stop()
+
     def test_vllm_metric_names(self):
         server = Server("server.metrics_names=vllm", model=self.model)
         try:
