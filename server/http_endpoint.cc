@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <chrono>
 
 #include "server/bounded_task_queue.h"
 
@@ -108,6 +109,13 @@ Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   }
   raw->RaiseBacklog();
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib's stop() does nothing before the listen loop runs, which would then never end:
+  // return only once it runs, so that a Stop() right after Start() (a later start-up failure)
+  // ends it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return Status::Ok();
 }
 

@@ -428,6 +428,35 @@ class TinyHttpTest(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_sigterm_drains_running_streams(self):
+        # One sequence at a time, so three 1000-token streams take a while.
+        server = Server("engine.max_num_seqs=1", model=self.model)
+        body = {"prompt": "Once upon a time", "max_tokens": 1000, "ignore_eos": True,
+                "stream": True}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(3) as pool:
+                streams = [pool.submit(server.curl, "/v1/completions", body) for _ in range(3)]
+                deadline = time.time() + 10
+                while server.metric("pagoda:num_requests_waiting") < 2 and time.time() < deadline:
+                    time.sleep(0.005)
+                server.proc.send_signal(signal.SIGTERM)
+                time.sleep(0.05)
+                self.assertEqual(server.curl("/ready"), (503, b"not ready\n"))
+                status, resp = server.json("/v1/completions", {"prompt": "x"})
+                self.assertEqual(status, 503, resp)
+                self.assertEqual(resp["error"]["message"], "the server is shutting down")
+                for f in streams:  # the running and waiting requests finish
+                    status, raw = f.result()
+                    self.assertEqual(status, 200)
+                    events = sse_events(raw)
+                    self.assertEqual(events[-1], "[DONE]")
+                    self.assertEqual(json.loads(events[-2])["choices"][0]["finish_reason"],
+                                     "length")
+                    self.assertEqual(len(events) - 1, 1000)
+            self.assertEqual(server.proc.wait(timeout=30), 0)
+        finally:
+            server.stop()
+
     def test_port_in_use_fails_start_up(self):
         server = Server(model=self.model)
         try:
