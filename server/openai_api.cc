@@ -211,6 +211,14 @@ void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respo
 
 void OpenAiApi::Register(httplib::Server& server) {
   ServingContext& ctx = ctx_;
+  // Errors without a body (cpp-httplib's own: unknown route, body too large, ...) get one.
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
+                                : res.status == 413 ? "body: larger than server.max_message_bytes"
+                                                    : "HTTP " + std::to_string(res.status);
+    res.set_content(OpenAiErrorBody(res.status, message), "application/json");
+  });
   server.Get("/v1/models", [&ctx](const httplib::Request& req, httplib::Response& res) {
     if (Status st = AdmitHttp(ctx, req); !st.ok()) return SendError(res, st);
     SendJson(res, {{"object", "list"}, {"data", json::array({ModelCard(ctx)})}});

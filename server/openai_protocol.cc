@@ -82,8 +82,8 @@ Result<std::string> MessageContent(const json& content, const std::string& field
   if (!content.is_array()) return InvalidArgument(field + ": expected a string or parts");
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+    if (!part.is_object() || part.find("type") == part.end() || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string()) {
       return NotSupported(field + ": parts other than {\"type\": \"text\"}");
     }
     text += part["text"].get<std::string>();
@@ -120,11 +120,13 @@ Status RejectUnsupported(const json& j) {
   if (j.contains("tool_choice") && !j["tool_choice"].is_null() && j["tool_choice"] != "none") {
     return NotSupported("tool_choice");
   }
-  if (j.contains("response_format") && j["response_format"].is_object() &&
-      j["response_format"].value("type", "text") != "text") {
+  if (const auto rf = j.find("response_format");
+      rf != j.end() && !rf->is_null() && (!rf->is_object() || (*rf)["type"] != "text")) {
     return NotSupported("response_format");
   }
-  if (j.value("echo", false) == true) return NotSupported("echo");
+  std::optional<bool> echo;
+  PAGODA_RETURN_IF_ERROR(Get(j, "echo", &echo));
+  if (echo.value_or(false)) return NotSupported("echo");
   return Status::Ok();
 }
 
@@ -201,9 +203,8 @@ Status ParseStreamOptions(const json& j, OpenAiRequest* r) {
   return GetInto(*it, "include_usage", &r->include_usage);
 }
 
-}  // namespace
-
-Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+// ParseOpenAiRequest without the safety net.
+Result<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument("body: expected a JSON object");
@@ -225,6 +226,16 @@ Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_vi
   PAGODA_RETURN_IF_ERROR(GetInto(j, "request_id", &api.request_id));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "return_tokens_as_token_ids", &r.tokens_as_ids));
   return r;
+}
+
+}  // namespace
+
+Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  try {  // the parser checks types before reading; a JSON exception here is a missed check
+    return Parse(endpoint, body);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("body: ") + e.what());
+  }
 }
 
 int HttpStatusOf(const Status& status) {
@@ -251,21 +262,23 @@ int HttpStatusOf(const Status& status) {
 }
 
 std::string OpenAiErrorBody(const Status& status) {
-  const int http = HttpStatusOf(status);
+  return OpenAiErrorBody(HttpStatusOf(status), status.message());
+}
+
+std::string OpenAiErrorBody(int http, const std::string& m) {
   const char* type = http == 401   ? "authentication_error"
                      : http == 404 ? "not_found_error"
                      : http == 429 ? "rate_limit_error"
                      : http < 500  ? "invalid_request_error"
                                    : "server_error";
   // The field the message starts with ("max_tokens: ..."), when it names one.
-  const std::string& m = status.message();
   const size_t colon = m.find(": ");
   json param = nullptr;
   if (http == 400 && colon != std::string::npos && m.find(' ') >= colon) {
     param = m.substr(0, colon);
   }
   json body = {{"error", {{"message", m}, {"type", type}, {"param", param}, {"code", http}}}};
-  return body.dump();
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace pagoda

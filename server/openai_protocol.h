@@ -42,6 +42,8 @@ Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_vi
 // {"error": {"message", "type", "param", "code"}} for a non-OK status; the HTTP status it maps
 // to is HttpStatusOf.
 std::string OpenAiErrorBody(const Status& status);
+// The same body for an HTTP status of its own (e.g. cpp-httplib's 404 / 413).
+std::string OpenAiErrorBody(int http_status, const std::string& message);
 int HttpStatusOf(const Status& status);
 
 }  // namespace pagoda

@@ -297,6 +297,12 @@ class AidreamsHttpTest(unittest.TestCase):
         self.assertEqual(status, 400, text)
         status, text = self.server.curl("/v1/completions", raw="x" * (17 * 1024 * 1024))
         self.assertEqual(status, 413, text[:200])
+        self.assertEqual(json.loads(text)["error"]["message"],
+                         "body: larger than server.max_message_bytes")
+        status, resp = self.server.json("/v1/embeddings", {"input": "x"})
+        self.assertEqual((status, resp["error"]["message"]), (404, "no route POST /v1/embeddings"))
+        status, resp = self.server.json("/v1/completions", {"prompt": "x", "echo": "yes"})
+        self.assertEqual((status, resp["error"]["param"]), (400, "echo"))
 
     def test_models_tokenize_detokenize(self):
         status, models = self.server.json("/v1/models")

@@ -103,6 +103,13 @@ TEST(ParseOpenAiRequest, ErrorsNameTheField) {
             "messages[0].role: required (a string)");
   EXPECT_EQ(ParseError(kChat, R"({"messages": [], "top_logprobs": 2})"),
             "top_logprobs: needs \"logprobs\": true");
+  // Wrong types anywhere are 400s, never exceptions.
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "echo": "yes"})"),
+            "echo: wrong type or out of range");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})"),
+            "messages[0].content: parts other than {\"type\": \"text\"}: not supported yet");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "response_format": "json"})"),
+            "response_format: not supported yet");
 }
 
 TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
