@@ -24,6 +24,7 @@ enum class StatusCode {
   kUnavailable,
   kDataLoss,
   kAborted,
+  kUnauthenticated,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -55,6 +56,9 @@ inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unauthenticated(std::string m) {
+  return {StatusCode::kUnauthenticated, std::move(m)};
+}
 inline Status ResourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }

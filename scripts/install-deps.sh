@@ -10,10 +10,13 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libpcre2-dev libcpp-httplib-dev
   python3 python3-grpcio python3-protobuf
+  nodejs npm curl
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
+  # NodeSource's nodejs package carries its own npm (and conflicts with Debian's).
+  if [ "$p" = npm ] && command -v npm >/dev/null 2>&1; then continue; fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi

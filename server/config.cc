@@ -131,6 +131,12 @@ const std::vector<Field>& Fields() {
   static const std::vector<Field> kFields = {
       Address("server.listen_address", false, PAGODA_CFG(server.listen_address)),
       Address("server.metrics_address", true, PAGODA_CFG(server.metrics_address)),
+      Address("server.http_address", true, PAGODA_CFG(server.http_address)),
+      Int("server.http_max_connections", kHttpMaxConnectionsRange,
+          PAGODA_CFG(server.http_max_connections)),
+      Int("server.http_timeout_seconds", kHttpTimeoutSecondsRange,
+          PAGODA_CFG(server.http_timeout_seconds)),
+      Choice("server.metrics_names", kMetricsNamesChoices, PAGODA_CFG(server.metrics_names)),
       Int("server.max_waiting_requests", kMaxWaitingRequestsRange,
           PAGODA_CFG(runtime.engine.max_waiting_requests)),
       Int("server.max_message_bytes", kMaxMessageBytesRange, PAGODA_CFG(server.max_message_bytes)),
@@ -513,6 +519,14 @@ Status ValidateCrossKeys(const PagodaConfig& c, const MarkMap* marks, const std:
     return KeyError(marks, file, "server.metrics_address",
                     "server.metrics_address: must differ from server.listen_address (" +
                         c.server.listen_address + ")");
+  }
+  for (const std::string* other : {&c.server.listen_address, &c.server.metrics_address}) {
+    if (c.server.http_address == *other && !ends_with_port0(*other)) {
+      return KeyError(marks, file, "server.http_address",
+                      "server.http_address: must differ from server.listen_address and "
+                      "server.metrics_address (" +
+                          *other + ")");
+    }
   }
   const int32_t max_model_len = c.runtime.engine.max_model_len;
   if (max_model_len > 0 && c.server.max_tokens_limit > max_model_len) {

@@ -43,6 +43,12 @@ struct AuthConfig {
 struct ServerConfig {
   std::string listen_address = "127.0.0.1:50051";  // gRPC; host:port, [v6]:port or unix:PATH
   std::string metrics_address = "127.0.0.1:9090";  // Prometheus HTTP; "" disables it
+  // The HTTP API (OpenAI-compatible /v1/..., /tokenize, /detokenize, /health, /ready,
+  // /metrics); "" disables it.
+  std::string http_address = "127.0.0.1:8000";
+  int32_t http_max_connections = 64;     // connections served at once; more get 503
+  int32_t http_timeout_seconds = 60;     // read / write timeout of one HTTP connection
+  std::string metrics_names = "pagoda";  // metric name prefix: pagoda (pagoda:...) | vllm
   int32_t max_message_bytes = 16 * 1024 * 1024;
   int32_t max_tokens_limit = 0;  // largest max_tokens a request may ask; 0 = context length
   int32_t shutdown_grace_seconds = 30;
@@ -53,6 +59,9 @@ struct ServerConfig {
 inline constexpr IntRange kMaxMessageBytesRange{1024, kInt32Max};
 inline constexpr IntRange kMaxTokensLimitRange{0, kInt32Max};
 inline constexpr IntRange kShutdownGraceSecondsRange{0, 3600};
+inline constexpr IntRange kHttpMaxConnectionsRange{1, 4096};
+inline constexpr IntRange kHttpTimeoutSecondsRange{1, 3600};
+inline constexpr std::string_view kMetricsNamesChoices[] = {"pagoda", "vllm"};
 // The built-in chat templates model.chat_template may name ("" = the model's own).
 inline constexpr std::string_view kChatTemplateChoices[] = {"", "chatml", "llama3", "llama2",
                                                             "mistral"};

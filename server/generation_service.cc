@@ -1,8 +1,10 @@
 #include "server/generation_service.h"
 
 #include <mutex>
+#include <optional>
+#include <string_view>
 
-#include "model/chat_template.h"
+#include "server/request_log.h"
 
 namespace pagoda {
 namespace {
@@ -120,6 +122,7 @@ class GenerateReactor final : public EngineCall<grpc::ServerWriteReactor<v1::Gen
     if (!stream_->Pop(&o, EngineClock::now())) return;
     if (o.finish_reason == FinishReason::kError) {
       finished_ = true;
+      if (o.request_finished) LogRequest({"grpc", "Generate", request_id_, 500, true}, o);
       Finish(grpc::Status(grpc::StatusCode::INTERNAL, "generation failed: " + o.error));
       return;
     }
@@ -132,6 +135,7 @@ class GenerateReactor final : public EngineCall<grpc::ServerWriteReactor<v1::Gen
     response_.set_finish_reason(FinishReasonName(o.finish_reason));
     if (o.request_finished) {
       FillUsage(o.usage, response_.mutable_usage());
+      LogRequest({"grpc", "Generate", request_id_, 200, true}, o);
       finished_ = true;
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
       return;
@@ -192,6 +196,7 @@ class CompleteReactor final : public EngineCall<grpc::ServerUnaryReactor> {
       if (o.finish_reason == FinishReason::kError) error_ = o.error;
       if (!o.request_finished) continue;
       FillUsage(o.usage, response_->mutable_usage());
+      LogRequest({"grpc", "Complete", request_id_, error_.empty() ? 200 : 500, false}, o);
       finished_ = true;
       Finish(error_.empty()
                  ? grpc::Status::OK
@@ -225,107 +230,57 @@ grpc::Status ToGrpcStatus(const Status& s) {
       return grpc::Status(StatusCode::UNIMPLEMENTED, s.message());
     case pagoda::StatusCode::kFailedPrecondition:
       return grpc::Status(StatusCode::FAILED_PRECONDITION, s.message());
+    case pagoda::StatusCode::kUnauthenticated:
+      return grpc::Status(StatusCode::UNAUTHENTICATED, s.message());
     default:
       return grpc::Status(StatusCode::INTERNAL, s.message());
   }
 }
 
 grpc::Status Admit(ServingContext& ctx, grpc::CallbackServerContext* call) {
-  if (!ctx.bearer_token.empty()) {
-    const auto& md = call->client_metadata();
-    auto it = md.find("authorization");
-    const std::string expected = "Bearer " + ctx.bearer_token;
-    if (it == md.end() || std::string(it->second.data(), it->second.size()) != expected) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                          "missing or wrong 'authorization: Bearer <token>' metadata");
-    }
-  }
-  if (ctx.draining.load()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
-  }
-  return grpc::Status::OK;
+  const auto& md = call->client_metadata();
+  auto it = md.find("authorization");
+  std::optional<std::string_view> authorization;
+  if (it != md.end()) authorization = std::string_view(it->second.data(), it->second.size());
+  return ToGrpcStatus(pagoda::Admit(ctx, authorization));
 }
 
-void ResolveChatTemplate(std::string_view name, ServingContext* ctx) {
-  ctx->end_of_turn_id = -1;
-  if (name.empty() && ctx->model->chat_template.empty()) {
-    ctx->chat_template =
-        InvalidArgument("messages: the model has no chat template (set model.chat_template)");
-    return;
+ApiRequest ToApiRequest(const v1::GenerateRequest& req) {
+  ApiRequest api;
+  api.request_id = req.request_id();
+  switch (req.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      api.input = ApiInput::kPrompt;
+      api.prompt = req.prompt();
+      break;
+    case v1::GenerateRequest::kPromptTokenIds:
+      api.input = ApiInput::kPromptTokenIds;
+      api.prompt_token_ids.assign(req.prompt_token_ids().ids().begin(),
+                                  req.prompt_token_ids().ids().end());
+      break;
+    case v1::GenerateRequest::kMessages:
+      api.input = ApiInput::kMessages;
+      for (const auto& m : req.messages().messages()) {
+        api.messages.push_back({m.role(), m.content()});
+      }
+      break;
+    default:
+      break;
   }
-  Result<ChatTemplateKind> kind =
-      name.empty() ? DetectChatTemplate(ctx->model->chat_template) : ParseChatTemplateName(name);
-  if (!kind.ok()) {
-    ctx->chat_template = kind.status().WithPrefix("messages");
-    return;
-  }
-  ctx->chat_template = *kind;
-  const auto eot = ctx->model->tokenizer->Encode(EndOfTurnToken(*kind), false);
-  if (eot.size() == 1) ctx->end_of_turn_id = eot[0];
-}
-
-// Renders a conversation with the resolved chat template and tokenizes it; the template's
-// end-of-turn token becomes a stop token.
-Status BuildChatPrompt(const ServingContext& ctx, const v1::ChatMessages& chat, Request* r) {
-  if (chat.messages().empty()) return InvalidArgument("messages: empty");
-  if (!ctx.chat_template.ok()) return ctx.chat_template.status();
-  std::vector<ChatMessage> messages;
-  for (const auto& m : chat.messages()) messages.push_back({m.role(), m.content()});
-  PAGODA_ASSIGN_OR_RETURN(std::string text, RenderChat(*ctx.chat_template, messages, true));
-  const Tokenizer& tok = *ctx.model->tokenizer;
-  bool add_bos = tok.add_bos_by_default();
-  if (tok.bos_id() >= 0) {  // a rendered BOS string becomes the BOS token
-    const std::string_view bos = tok.Piece(tok.bos_id());
-    if (!bos.empty() && std::string_view(text).starts_with(bos)) {
-      text.erase(0, bos.size());
-      add_bos = true;
-    }
-  }
-  r->prompt_token_ids = tok.Encode(text, add_bos);
-  if (ctx.end_of_turn_id >= 0) r->stopping.stop_token_ids.push_back(ctx.end_of_turn_id);
-  return Status::Ok();
+  if (req.has_add_special_tokens()) api.add_special_tokens = req.add_special_tokens();
+  FillSampling(req.sampling(), &api.sampling);
+  const auto& st = req.stopping();
+  api.max_tokens = st.has_max_tokens() ? st.max_tokens() : 16;
+  api.stop.assign(st.stop().begin(), st.stop().end());
+  api.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
+  api.ignore_eos = st.ignore_eos();
+  api.include_stop_str_in_output = st.include_stop_str_in_output();
+  api.priority = req.priority();
+  return api;
 }
 
 Result<Request> BuildRequest(ServingContext& ctx, const v1::GenerateRequest& req) {
-  Request r;
-  r.request_id = req.request_id().empty()
-                     ? "req-" + std::to_string(ctx.next_request_id.fetch_add(1))
-                     : req.request_id();
-  const Tokenizer& tok = *ctx.model->tokenizer;
-  switch (req.input_case()) {
-    case v1::GenerateRequest::kPrompt:
-      if (req.prompt().empty()) return InvalidArgument("prompt: empty");
-      r.prompt_token_ids =
-          tok.Encode(req.prompt(), req.has_add_special_tokens() ? req.add_special_tokens()
-                                                                : tok.add_bos_by_default());
-      break;
-    case v1::GenerateRequest::kPromptTokenIds:
-      r.prompt_token_ids.assign(req.prompt_token_ids().ids().begin(),
-                                req.prompt_token_ids().ids().end());
-      if (r.prompt_token_ids.empty()) return InvalidArgument("prompt_token_ids: empty");
-      break;
-    case v1::GenerateRequest::kMessages:
-      PAGODA_RETURN_IF_ERROR(BuildChatPrompt(ctx, req.messages(), &r));
-      break;
-    default:
-      return InvalidArgument("input: set prompt, prompt_token_ids or messages");
-  }
-  FillSampling(req.sampling(), &r.sampling);
-  const auto& st = req.stopping();
-  r.stopping.max_tokens = st.has_max_tokens() ? st.max_tokens() : 16;
-  const int32_t limit =
-      ctx.max_tokens_limit > 0 ? ctx.max_tokens_limit : ctx.model->config.context_length;
-  if (r.stopping.max_tokens < 1 || r.stopping.max_tokens > limit) {
-    return InvalidArgument("stopping.max_tokens: " + std::to_string(r.stopping.max_tokens) +
-                           " (expected 1.." + std::to_string(limit) + ")");
-  }
-  r.stopping.stop.assign(st.stop().begin(), st.stop().end());
-  r.stopping.stop_token_ids.insert(r.stopping.stop_token_ids.end(), st.stop_token_ids().begin(),
-                                   st.stop_token_ids().end());
-  r.stopping.ignore_eos = st.ignore_eos();
-  r.stopping.include_stop_str_in_output = st.include_stop_str_in_output();
-  r.priority = req.priority();
-  return r;
+  return BuildRequest(ctx, ToApiRequest(req));
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(

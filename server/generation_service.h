@@ -9,45 +9,19 @@
 // backend failed this request's step.
 #pragma once
 
-#include <atomic>
-#include <memory>
-#include <string>
-#include <string_view>
-
-#include "model/chat_template.h"
-#include "model/model.h"
 #include "pagoda/v1/generation.grpc.pb.h"
-#include "scheduler/engine.h"
-#include "server/metrics.h"
+#include "server/api_request.h"
+#include "server/serving_context.h"
 
 namespace pagoda {
 
-struct ServingContext {
-  const Model* model = nullptr;
-  Engine* engine = nullptr;
-  Metrics* metrics = nullptr;
-  std::string model_name;
-  std::string backend_name;
-  int32_t block_size = 0;
-  int32_t num_blocks = 0;
-  int32_t max_tokens_limit = 0;  // 0: the context length
-  std::string bearer_token;      // empty: no auth
-  // The chat template of `messages` requests and the id of its end-of-turn token (-1 when that
-  // is not a single token), resolved once by ResolveChatTemplate; an error here is what every
-  // `messages` request answers.
-  Result<ChatTemplateKind> chat_template = InvalidArgument("messages: no chat template resolved");
-  int32_t end_of_turn_id = -1;
-  std::atomic<bool> draining{false};
-  std::atomic<int64_t> next_request_id{0};
-};
-
 grpc::Status ToGrpcStatus(const Status& status);
 
-// Sets ctx->chat_template and ctx->end_of_turn_id for ctx->model: from `name`
-// (model.chat_template) or, when it is "", detected from the model's own template.
-void ResolveChatTemplate(std::string_view name, ServingContext* ctx);
+// The wire request as an ApiRequest (server/api_request.h), with the gRPC API's defaults.
+ApiRequest ToApiRequest(const v1::GenerateRequest& req);
 
-// Builds the engine Request from the wire request; errors name the field.
+// Builds the engine Request from the wire request (ToApiRequest, then the shared
+// BuildRequest); errors name the field.
 Result<Request> BuildRequest(ServingContext& ctx, const v1::GenerateRequest& req);
 
 class GenerationService final : public v1::Generation::CallbackService {
@@ -73,7 +47,7 @@ class GenerationService final : public v1::Generation::CallbackService {
   ServingContext& ctx_;
 };
 
-// Checks the bearer token (if configured) and the draining flag.
+// Admit (server/serving_context.h) on the call's `authorization` metadata.
 grpc::Status Admit(ServingContext& ctx, grpc::CallbackServerContext* call);
 
 }  // namespace pagoda

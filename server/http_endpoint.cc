@@ -1,8 +1,13 @@
 #include "server/http_endpoint.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <atomic>
 #include <charconv>
+#include <chrono>
+
+#include "server/bounded_task_queue.h"
 
 namespace pagoda {
 
@@ -30,11 +35,59 @@ HttpEndpoint::HttpEndpoint(TextFn metrics, ReadyFn ready, ReadyFn healthy)
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
-Status HttpEndpoint::Start(const std::string& address) {
+namespace {
+
+// httplib::Server with access to its listening socket: the library listens with a backlog of 5
+// connections, too few for a burst of clients (connections beyond it wait for TCP's 1 s SYN
+// retransmission, or fail); Start() raises it to SOMAXCONN.
+class Server final : public httplib::Server {
+ public:
+  void RaiseBacklog() { ::listen(svr_sock_, SOMAXCONN); }
+};
+
+// Limits, the bounded task queue and the 503 answer of an overflow connection.
+void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
+  server.set_read_timeout(o.timeout_seconds, 0);
+  server.set_write_timeout(o.timeout_seconds, 0);
+  server.set_payload_max_length(o.max_body_bytes);
+  // SSE events are small writes: without TCP_NODELAY, Nagle's algorithm holds each one back
+  // until the client's (delayed) ACK of the previous one comes.
+  server.set_tcp_nodelay(true);
+  // SO_REUSEADDR without cpp-httplib's default SO_REUSEPORT: a second server on the same port
+  // fails to bind instead of silently sharing the port's connections with the first.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  auto queue = std::make_shared<std::atomic<BoundedTaskQueue*>>(nullptr);
+  const int workers = o.max_connections;
+  server.new_task_queue = [queue, workers] {
+    auto* q = new BoundedTaskQueue(workers);  // owned and deleted by httplib::Server
+    queue->store(q);
+    return q;
+  };
+  server.set_pre_routing_handler([queue](const httplib::Request&, httplib::Response& res) {
+    const BoundedTaskQueue* q = queue->load();
+    if (q == nullptr || !q->IsOverflowThread()) return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 503;
+    res.set_header("Connection", "close");
+    res.set_content(R"({"error":{"message":"too many connections","type":"server_error",)"
+                    R"("param":null,"code":503}})",
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+}
+
+}  // namespace
+
+Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   std::string host;
   int port = 0;
-  PAGODA_RETURN_IF_ERROR(SplitHostPort(address, "server.metrics_address", &host, &port));
-  server_ = std::make_unique<httplib::Server>();
+  PAGODA_RETURN_IF_ERROR(SplitHostPort(options.address, options.key, &host, &port));
+  auto server = std::make_unique<Server>();
+  Server* raw = server.get();
+  server_ = std::move(server);
+  ApplyBounds(options, *server_);
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_(), "text/plain; version=0.0.4; charset=utf-8");
   });
@@ -48,12 +101,21 @@ Status HttpEndpoint::Start(const std::string& address) {
     res.status = ready ? 200 : 503;
     res.set_content(ready ? "ready\n" : "not ready\n", "text/plain");
   });
+  if (routes) routes(*server_);
   port_ =
       port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (port_ <= 0) {
-    return Status(StatusCode::kUnavailable, "server.metrics_address: cannot bind " + address);
+    return Status(StatusCode::kUnavailable, options.key + ": cannot bind " + options.address);
   }
+  raw->RaiseBacklog();
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib's stop() does nothing before the listen loop runs, which would then never end:
+  // return only once it runs, so that a Stop() right after Start() (a later start-up failure)
+  // ends it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!server_->is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return Status::Ok();
 }
 

@@ -1,9 +1,14 @@
-// HttpEndpoint: the plain-HTTP side door for operators: GET /metrics (Prometheus text),
+// HttpEndpoint: one cpp-httplib listener. Every listener answers GET /metrics (Prometheus text),
 // GET /health (200 "ok" while the process and its backend are healthy, 503 "unhealthy" after a
-// fatal backend error) and GET /ready (200 while serving: healthy and not draining; else 503).
-// Runs cpp-httplib on its own thread; Stop() joins it. The callbacks run on that thread.
+// fatal backend error) and GET /ready (200 while serving: healthy and not draining; else 503),
+// without auth; `routes` adds the API (server/openai_api.h) on the HTTP API listener.
+// Bounds: at most `max_connections` connections are served at once (each on its own worker
+// thread; one more is answered 503 and closed), a request body is at most `max_body_bytes`
+// (413 beyond), and a connection that sends nothing or accepts no bytes for `timeout_seconds`
+// is closed. Runs on its own threads; Stop() joins them.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,16 +22,25 @@ class Server;
 
 namespace pagoda {
 
+struct HttpOptions {
+  std::string address;  // host:port (port 0 picks a free one)
+  std::string key;      // the config key of `address`, named in errors
+  int32_t max_connections = 64;
+  int32_t timeout_seconds = 60;
+  size_t max_body_bytes = 16 * 1024 * 1024;
+};
+
 class HttpEndpoint {
  public:
   using TextFn = std::function<std::string()>;
   using ReadyFn = std::function<bool()>;
+  using RoutesFn = std::function<void(httplib::Server&)>;
   HttpEndpoint(TextFn metrics, ReadyFn ready, ReadyFn healthy);
   ~HttpEndpoint();
 
-  // Binds "host:port" (port 0 picks a free one) and starts serving. Errors: INVALID_ARGUMENT
-  // for a malformed address, UNAVAILABLE when it cannot bind.
-  Status Start(const std::string& address);
+  // Binds options.address and starts serving, with `routes` (may be null) added. Errors:
+  // INVALID_ARGUMENT for a malformed address, UNAVAILABLE when it cannot bind.
+  Status Start(const HttpOptions& options, const RoutesFn& routes = nullptr);
   int port() const { return port_; }
   void Stop();
 

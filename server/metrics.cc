@@ -42,8 +42,9 @@ void Histogram::Render(const std::string& name, std::string& out) const {
   out += name + "_sum " + Num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
 }
 
-Metrics::Metrics(std::string model_name)
+Metrics::Metrics(std::string model_name, std::string names)
     : model_name_(std::move(model_name)),
+      prefix_(std::move(names) + ":"),
       ttft_(kLatencyBounds),
       itl_(kLatencyBounds),
       e2e_(kLatencyBounds),
@@ -65,26 +66,29 @@ std::string Metrics::Render(const EngineStats& s) const {
   const std::string label = "{model_name=\"" + model_name_ + "\"}";
   std::string out;
   auto gauge = [&](const char* name, double v, const char* help) {
-    Header(out, std::string("pagoda:") + name, "gauge", help);
-    out += std::string("pagoda:") + name + label + " " + Num(v) + "\n";
+    Header(out, prefix_ + name, "gauge", help);
+    out += prefix_ + name + label + " " + Num(v) + "\n";
   };
   auto counter = [&](const char* name, double v, const char* help) {
-    Header(out, std::string("pagoda:") + name, "counter", help);
-    out += std::string("pagoda:") + name + label + " " + Num(v) + "\n";
+    Header(out, prefix_ + name, "counter", help);
+    out += prefix_ + name + label + " " + Num(v) + "\n";
   };
   gauge("num_requests_running", s.num_running, "Sequences in the running batch.");
   gauge("num_requests_waiting", s.num_waiting, "Sequences waiting to be scheduled.");
   gauge("kv_cache_usage_perc", s.kv_cache_usage, "Fraction of KV cache blocks in use (0..1).");
+  if (prefix_ == "vllm:") {
+    gauge("gpu_cache_usage_perc", s.kv_cache_usage, "Fraction of KV cache blocks in use (0..1).");
+  }
   counter("prefix_cache_queries_total", s.prefix_cache_queries, "Prompt tokens looked up.");
   counter("prefix_cache_hits_total", s.prefix_cache_hits, "Prompt tokens found in the cache.");
   counter("num_preemptions_total", s.num_preemptions, "Sequences preempted.");
   counter("prompt_tokens_total", s.prompt_tokens, "Prompt tokens computed.");
   counter("generation_tokens_total", s.generation_tokens, "Tokens generated.");
   std::lock_guard<std::mutex> lock(mu_);
-  Header(out, "pagoda:request_success_total", "counter", "Finished requests by reason.");
+  Header(out, prefix_ + "request_success_total", "counter", "Finished requests by reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     const auto it = success_by_reason_.find(reason);
-    out += "pagoda:request_success_total{model_name=\"" + model_name_ + "\",finished_reason=\"" +
+    out += prefix_ + "request_success_total{model_name=\"" + model_name_ + "\",finished_reason=\"" +
            reason + "\"} " + std::to_string(it == success_by_reason_.end() ? 0 : it->second) + "\n";
   }
   const std::pair<const char*, const Histogram*> hists[] = {
@@ -93,8 +97,8 @@ std::string Metrics::Render(const EngineStats& s) const {
       {"e2e_request_latency_seconds", &e2e_},
       {"request_queue_time_seconds", &queue_}};
   for (const auto& [name, h] : hists) {
-    Header(out, std::string("pagoda:") + name, "histogram", "Request latency in seconds.");
-    h->Render(std::string("pagoda:") + name, out);
+    Header(out, prefix_ + name, "histogram", "Request latency in seconds.");
+    h->Render(prefix_ + name, out);
   }
   return out;
 }

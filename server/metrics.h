@@ -1,6 +1,9 @@
 // Metrics: Prometheus text exposition of the engine's state and per-request latencies, with
-// vLLM-compatible names under the `pagoda:` prefix. Thread-safe: the gRPC threads record
-// finished requests, the HTTP thread renders.
+// vLLM's metric names under the `pagoda:` prefix, or under vLLM's own `vllm:` prefix
+// (server.metrics_names: vllm), which then also carries vLLM's older name of the KV cache
+// usage, vllm:gpu_cache_usage_perc, for tools that read it (the Gateway API inference
+// extension's endpoint picker). Thread-safe: the engine thread records finished requests, the
+// HTTP threads render.
 #pragma once
 
 #include <array>
@@ -33,7 +36,8 @@ class Histogram {
 
 class Metrics {
  public:
-  explicit Metrics(std::string model_name);
+  // `names`: "pagoda" or "vllm", the prefix of every metric name.
+  explicit Metrics(std::string model_name, std::string names = "pagoda");
   // Records one finished request (all samples done).
   void OnRequestFinished(const RequestTimes& times, FinishReason reason, const Usage& usage);
   // The whole exposition text, with gauges/counters read from `stats`.
@@ -41,6 +45,7 @@ class Metrics {
 
  private:
   std::string model_name_;
+  std::string prefix_;  // "pagoda:" or "vllm:"
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> success_by_reason_;
   Histogram ttft_, itl_, e2e_, queue_;

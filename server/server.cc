@@ -8,6 +8,7 @@
 #include <tbb/global_control.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "runtime/runtime.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
+#include "server/openai_api.h"
 
 namespace pagoda {
 namespace {
@@ -47,9 +49,13 @@ Status EnsureModel(const PagodaConfig& cfg, std::string* path) {
   });
 }
 
+// The bearer token: server.auth's, else the PAGODA_API_KEY environment variable, else none.
 Result<std::string> ReadToken(const AuthConfig& a) {
   if (!a.bearer_token.empty()) return a.bearer_token;
-  if (a.bearer_token_file.empty()) return std::string();
+  if (a.bearer_token_file.empty()) {
+    const char* env = std::getenv("PAGODA_API_KEY");
+    return std::string(env != nullptr ? env : "");
+  }
   std::ifstream in(a.bearer_token_file);
   if (!in)
     return InvalidArgument("server.auth.bearer_token_file: cannot read " + a.bearer_token_file);
@@ -120,6 +126,17 @@ void Drain(ServingContext& ctx, Engine& engine, grpc::Server& server, int grace_
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
+HttpOptions HttpOptionsFor(const ServerConfig& cfg, const std::string& address,
+                           const std::string& key) {
+  HttpOptions o;
+  o.address = address;
+  o.key = key;
+  o.max_connections = cfg.http_max_connections;
+  o.timeout_seconds = cfg.http_timeout_seconds;
+  o.max_body_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  return o;
+}
+
 struct Serving {
   std::unique_ptr<Model> model;
   Runtime runtime;
@@ -137,7 +154,7 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   PAGODA_ASSIGN_OR_RETURN(s.runtime, BuildRuntime(*s.model, cfg.runtime, error));
   *error = StartupError::kFailed;
   s.ctx.model_name = cfg.model.name.empty() ? s.model->config.name : cfg.model.name;
-  s.metrics = std::make_unique<Metrics>(s.ctx.model_name);
+  s.metrics = std::make_unique<Metrics>(s.ctx.model_name, cfg.server.metrics_names);
   s.ctx.model = s.model.get();
   s.ctx.engine = s.runtime.engine.get();
   s.ctx.metrics = s.metrics.get();
@@ -160,6 +177,9 @@ Result<std::unique_ptr<grpc::Server>> StartGrpc(const ServerConfig& cfg,
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(cfg.listen_address, creds, port);
+  // A second server on the same port fails to start instead of sharing it (gRPC sets
+  // SO_REUSEPORT by default).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(cfg.max_message_bytes);
   builder.SetMaxSendMessageSize(cfg.max_message_bytes);
@@ -209,13 +229,28 @@ int RunServer(const PagodaConfig& cfg) {
   });
   s.runtime.engine->Start();
   const Backend& backend = *s.runtime.backend;
-  HttpEndpoint http([&] { return s.metrics->Render(s.runtime.engine->stats()); },
-                    [&] { return !s.ctx.draining.load(); }, [&] { return backend.healthy(); });
+  const auto metrics_text = [&] { return s.metrics->Render(s.runtime.engine->stats()); };
+  const auto ready = [&] { return !s.ctx.draining.load(); };
+  const auto healthy = [&] { return backend.healthy(); };
+  HttpEndpoint metrics_http(metrics_text, ready, healthy), api_http(metrics_text, ready, healthy);
   if (!cfg.server.metrics_address.empty()) {
-    if (Status st = http.Start(cfg.server.metrics_address); !st.ok()) {
+    if (Status st = metrics_http.Start(
+            HttpOptionsFor(cfg.server, cfg.server.metrics_address, "server.metrics_address"));
+        !st.ok()) {
       return StartupFailed(st, kExitStartupFailed);
     }
-    spdlog::info("metrics on http://{}/metrics (port {})", cfg.server.metrics_address, http.port());
+    spdlog::info("metrics on http://{}/metrics (port {})", cfg.server.metrics_address,
+                 metrics_http.port());
+  }
+  OpenAiApi openai(s.ctx);
+  if (!cfg.server.http_address.empty()) {
+    if (Status st = api_http.Start(
+            HttpOptionsFor(cfg.server, cfg.server.http_address, "server.http_address"),
+            [&openai](httplib::Server& server) { openai.Register(server); });
+        !st.ok()) {
+      return StartupFailed(st, kExitStartupFailed);
+    }
+    spdlog::info("HTTP API on http://{}/v1 (port {})", cfg.server.http_address, api_http.port());
   }
   GenerationService service(s.ctx);
   int port = 0;
@@ -228,7 +263,8 @@ int RunServer(const PagodaConfig& cfg) {
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);
   Drain(s.ctx, *s.runtime.engine, **server, cfg.server.shutdown_grace_seconds);
   (*server)->Wait();
-  http.Stop();
+  api_http.Stop();
+  metrics_http.Stop();
   s.runtime.engine->Stop();
   spdlog::info("shut down cleanly");
   return kExitOk;

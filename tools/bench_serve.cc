@@ -10,8 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "pagoda/v1/generation.grpc.pb.h"
-#include "tools/grpc_client.h"
+#include "tools/bench_target.h"
 
 namespace pagoda::cli {
 namespace {
@@ -21,6 +20,7 @@ using nlohmann::json;
 
 struct ServeBenchArgs {
   ClientOptions client;
+  std::string api = "grpc";  // grpc | openai
   int32_t concurrency = 16, requests = 64, prompt_len = 128, gen_len = 64;
   double rate = 0;  // requests/s (Poisson); 0 = closed loop
   bool json = false;
@@ -61,64 +61,36 @@ json Stats(const std::vector<double>& v) {
           {"count", v.size()}};
 }
 
-// One streamed request; records its latencies into `s`.
-void OneRequest(v1::Generation::Stub& stub, const ServeBenchArgs& a, int32_t vocab, int32_t id,
+// One streamed request with a random prompt; records its latencies into `s`.
+void OneRequest(BenchTarget& target, const ServeBenchArgs& a, int32_t vocab, int32_t id,
                 Samples& s) {
   std::mt19937 rng(a.seed + static_cast<uint32_t>(id));
-  v1::GenerateRequest req;
-  for (int32_t i = 0; i < a.prompt_len; ++i) {
-    req.mutable_prompt_token_ids()->add_ids(3 + static_cast<int32_t>(rng() % (vocab - 3)));
-  }
-  req.mutable_sampling()->set_temperature(0);
-  req.mutable_stopping()->set_max_tokens(a.gen_len);
-  req.mutable_stopping()->set_ignore_eos(true);
-  grpc::ClientContext ctx;
-  PrepareContext(a.client, &ctx);
+  std::vector<int32_t> prompt(a.prompt_len);
+  for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % (vocab - 3));
   const auto start = Clock::now();
-  auto reader = stub.Generate(&ctx, req);
-  v1::GenerateResponse resp;
-  std::vector<double> itl;
-  double ttft = -1;
-  auto last = start;
-  int64_t tokens = 0;
-  while (reader->Read(&resp)) {
-    const int n = resp.token_ids_size();
-    if (n == 0) continue;
-    const auto now = Clock::now();
-    if (ttft < 0) {
-      ttft = Secs(now - start);
-    } else {
-      for (int k = 0; k < n; ++k) itl.push_back(Secs(now - last) / n);
-    }
-    last = now;
-    tokens += n;
-  }
-  const grpc::Status st = reader->Finish();
+  const StreamTiming t = target.Stream(prompt, a.gen_len);
   std::lock_guard<std::mutex> lock(s.mu);
   ++s.done;
-  if (!st.ok()) {
+  if (!t.ok) {
     ++s.failed;
-    if (s.first_error.empty()) s.first_error = st.error_message();
+    if (s.first_error.empty()) s.first_error = t.error;
     return;
   }
-  s.ttft.push_back(ttft);
-  s.itl.insert(s.itl.end(), itl.begin(), itl.end());
+  s.ttft.push_back(t.ttft_s);
+  s.itl.insert(s.itl.end(), t.itl_s.begin(), t.itl_s.end());
   s.e2e.push_back(Secs(Clock::now() - start));
-  s.tokens += tokens;
+  s.tokens += t.tokens;
 }
 
 int RunServeBench(ServeBenchArgs a) {
   if (a.seed == 0) a.seed = std::random_device{}() | 1u;
-  auto stub = v1::Generation::NewStub(MakeChannel(a.client));
-  v1::ModelInfo info;
-  {
-    grpc::ClientContext ctx;
-    PrepareContext(a.client, &ctx);
-    const grpc::Status st = stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info);
-    if (!st.ok()) {
-      std::fprintf(stderr, "error: %s: %s\n", a.client.server.c_str(), st.error_message().c_str());
-      return 1;
-    }
+  std::unique_ptr<BenchTarget> target =
+      a.api == "openai" ? MakeOpenAiTarget(a.client) : MakeGrpcTarget(a.client);
+  const Result<ServedModel> model = target->Model();
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s: %s\n", a.client.server.c_str(),
+                 model.status().message().c_str());
+    return 1;
   }
   Samples s;
   std::atomic<int32_t> next{0};
@@ -137,7 +109,7 @@ int RunServeBench(ServeBenchArgs a) {
     workers.emplace_back([&] {
       for (int32_t i; (i = next.fetch_add(1)) < a.requests;) {
         std::this_thread::sleep_until(t0 + offsets[i]);
-        OneRequest(*stub, a, info.vocab_size(), i, s);
+        OneRequest(*target, a, model->vocab_size, i, s);
       }
     });
   }
@@ -150,7 +122,8 @@ int RunServeBench(ServeBenchArgs a) {
   for (auto& w : workers) w.join();
   const double wall = Secs(Clock::now() - t0);
   const json out = {{"server", a.client.server},
-                    {"model", info.model_name()},
+                    {"api", a.api},
+                    {"model", model->name},
                     {"concurrency", a.concurrency},
                     {"requests", a.requests},
                     {"prompt_len", a.prompt_len},
@@ -174,8 +147,13 @@ int RunServeBench(ServeBenchArgs a) {
 
 void RegisterBenchServe(CLI::App* bench, int* exit_code) {
   auto a = std::make_shared<ServeBenchArgs>();
-  CLI::App* cmd = bench->add_subcommand("serve", "Load-test a running server over gRPC");
-  cmd->add_option("--server,-s", a->client.server, "Server address")->capture_default_str();
+  CLI::App* cmd = bench->add_subcommand("serve", "Load-test a running server");
+  cmd->add_option("--server,-s", a->client.server,
+                  "Server address (default 127.0.0.1:50051, or 127.0.0.1:8000 with --api openai)");
+  cmd->add_option("--api", a->api,
+                  "grpc: pagoda.v1 Generate; openai: streamed POST /v1/completions (HTTP)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"grpc", "openai"}));
   cmd->add_option("--concurrency,-c", a->concurrency, "Concurrent streams")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -195,7 +173,10 @@ void RegisterBenchServe(CLI::App* bench, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", a->json, "One-line JSON, no progress");
   AddClientFlags(cmd, a->client);
-  cmd->callback([a, exit_code] { *exit_code = RunServeBench(*a); });
+  cmd->callback([a, cmd, exit_code] {
+    if (a->api == "openai" && cmd->count("--server") == 0) a->client.server = "127.0.0.1:8000";
+    *exit_code = RunServeBench(*a);
+  });
 }
 
 }  // namespace pagoda::cli

@@ -308,7 +308,8 @@ class NeuronStartupFailureTest(unittest.TestCase):
         config = write_config(os.path.join(self.tmp, self.id().rsplit(".", 1)[1] + ".yaml"),
                               artifacts or self.good, library=library,
                               neuron_extra=neuron_extra)
-        proc = subprocess.run([ARGS.pagoda, "serve", "--config", config], capture_output=True,
+        proc = subprocess.run([ARGS.pagoda, "serve", "--config", config,
+                               "--set", "server.http_address=127.0.0.1:0"], capture_output=True,
                               text=True, timeout=60, env=clean_env(drop=drop, **env))
         return proc.returncode, proc.stdout, proc.stderr, config
 

@@ -61,7 +61,8 @@ class Server:
     def __init__(self, *sets, model=None, config=None, tiny=False, env=None):
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         cmd = [ARGS.pagoda, "serve", "--set", "server.listen_address=127.0.0.1:0",
-               "--set", "server.metrics_address=127.0.0.1:0"]
+               "--set", "server.metrics_address=127.0.0.1:0",
+               "--set", "server.http_address=127.0.0.1:0"]
         if config:
             cmd += ["--config", config]
         if model:

@@ -99,7 +99,7 @@ TEST(ConfigFiles, DefaultYamlDocumentsEveryDumpedKey) {
   std::set<std::string> dumped, documented;
   CollectLeaves(YAML::Load(DumpConfig(PagodaConfig{})), "", dumped);
   CollectLeaves(YAML::LoadFile(kRoot + "/configs/default.yaml"), "", documented);
-  EXPECT_EQ(dumped.size(), 38u);  // 28 + the 10 neuron keys
+  EXPECT_EQ(dumped.size(), 42u);  // 32 + the 10 neuron keys
   EXPECT_EQ(dumped, documented);
 }
 
@@ -122,7 +122,7 @@ TEST(ConfigFiles, DefaultYamlCommentsEveryKey) {
       EXPECT_TRUE(commented) << "no comment above: " << line;
     }
   }
-  EXPECT_EQ(num_keys, 38);
+  EXPECT_EQ(num_keys, 42);
 }
 
 TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
@@ -131,6 +131,7 @@ TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
   PagodaConfig expected;
   expected.server.listen_address = "0.0.0.0:50051";
   expected.server.metrics_address = "0.0.0.0:9090";
+  expected.server.http_address = "0.0.0.0:8000";
   expected.model.path = "/models/model.gguf";
   EXPECT_EQ(r.value(), expected);
 }

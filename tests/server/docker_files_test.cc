@@ -128,7 +128,7 @@ TEST(Dockerfile, RunsAsNonRootWithPortsHealthcheckAndEntrypoint) {
 
   const std::vector<std::string> expose = InstructionArgs("EXPOSE");
   ASSERT_EQ(expose.size(), 1u);
-  EXPECT_EQ(Words(expose[0]), (std::vector<std::string>{"50051", "9090"}));
+  EXPECT_EQ(Words(expose[0]), (std::vector<std::string>{"50051", "8000", "9090"}));
 
   const std::vector<std::string> health = InstructionArgs("HEALTHCHECK");
   ASSERT_EQ(health.size(), 1u);
@@ -156,6 +156,7 @@ TEST(Compose, BuildsFromTheRepoAndPublishesThePorts) {
   std::string ports;
   for (const YAML::Node& p : svc["ports"]) ports += p.as<std::string>() + " ";
   EXPECT_NE(ports.find(":50051:50051"), std::string::npos) << ports;
+  EXPECT_NE(ports.find(":8000:8000"), std::string::npos) << ports;
   EXPECT_NE(ports.find(":9090:9090"), std::string::npos) << ports;
   ASSERT_EQ(svc["volumes"].size(), 1u);
   EXPECT_NE(svc["volumes"][0].as<std::string>().find(":/models"), std::string::npos);
@@ -180,7 +181,7 @@ TEST(Kubernetes, DeploymentUsesGrpcProbesResourcesAndMounts) {
   }
   std::vector<int> ports;
   for (const YAML::Node& p : c["ports"]) ports.push_back(p["containerPort"].as<int>());
-  EXPECT_EQ(ports, (std::vector<int>{50051, 9090}));
+  EXPECT_EQ(ports, (std::vector<int>{50051, 8000, 9090}));
   for (const char* kind : {"requests", "limits"}) {
     EXPECT_TRUE(c["resources"][kind]["cpu"].IsScalar()) << kind;
     EXPECT_TRUE(c["resources"][kind]["memory"].IsScalar()) << kind;
@@ -215,7 +216,7 @@ TEST(Kubernetes, ServiceExposesGrpcAndMetricsToThePods) {
     ports.push_back(p["port"].as<int>());
     port_names.push_back(p["targetPort"].as<std::string>());
   }
-  EXPECT_EQ(ports, (std::vector<int>{50051, 9090}));
+  EXPECT_EQ(ports, (std::vector<int>{50051, 8000, 9090}));
   std::vector<std::string> container_port_names;
   for (const YAML::Node& p : Container(d)["ports"]) {
     container_port_names.push_back(p["name"].as<std::string>());
@@ -238,11 +239,44 @@ TEST(Kubernetes, ConfigMapHoldsAValidConfigMatchingTheDeployment) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->server.listen_address, "0.0.0.0:50051");
   EXPECT_EQ(config->server.metrics_address, "0.0.0.0:9090");
+  EXPECT_EQ(config->server.http_address, "0.0.0.0:8000");
+  EXPECT_EQ(config->server.metrics_names, "vllm");  // what the InferencePool's picker reads
   EXPECT_EQ(config->model.path.rfind("/models/", 0), 0u);
   EXPECT_EQ(config->runtime.cpu.threads,
             std::stoi(Container(d)["resources"]["limits"]["cpu"].as<std::string>()));
   EXPECT_LT(config->server.shutdown_grace_seconds,
             d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as<int>());
+}
+
+// inferencepool.yaml: the InferencePool selects the Deployment's pods on its HTTP API port, and
+// the HTTPRoute sends traffic to that pool.
+TEST(Kubernetes, InferencePoolTargetsTheHttpApiOfThePods) {
+  const std::vector<YAML::Node> docs =
+      YAML::LoadAllFromFile(kRoot / "docker/k8s/inferencepool.yaml");
+  ASSERT_EQ(docs.size(), 2u);
+  const YAML::Node& pool = docs[0];
+  const YAML::Node& route = docs[1];
+  const YAML::Node d = YAML::LoadFile(kRoot / "docker/k8s/deployment.yaml");
+  EXPECT_EQ(pool["apiVersion"].as<std::string>(), "inference.networking.k8s.io/v1");
+  EXPECT_EQ(pool["kind"].as<std::string>(), "InferencePool");
+  for (const auto& kv : pool["spec"]["selector"]["matchLabels"]) {
+    EXPECT_EQ(
+        d["spec"]["template"]["metadata"]["labels"][kv.first.as<std::string>()].as<std::string>(),
+        kv.second.as<std::string>());
+  }
+  ASSERT_EQ(pool["spec"]["targetPorts"].size(), 1u);
+  const int target = pool["spec"]["targetPorts"][0]["number"].as<int>();
+  int http_port = 0;
+  for (const YAML::Node& p : Container(d)["ports"]) {
+    if (p["name"].as<std::string>() == "http") http_port = p["containerPort"].as<int>();
+  }
+  EXPECT_EQ(target, http_port);
+  EXPECT_TRUE(pool["spec"]["endpointPickerRef"]["name"].IsScalar());
+  EXPECT_EQ(route["kind"].as<std::string>(), "HTTPRoute");
+  const YAML::Node backend = route["spec"]["rules"][0]["backendRefs"][0];
+  EXPECT_EQ(backend["kind"].as<std::string>(), "InferencePool");
+  EXPECT_EQ(backend["group"].as<std::string>(), "inference.networking.k8s.io");
+  EXPECT_EQ(backend["name"].as<std::string>(), pool["metadata"]["name"].as<std::string>());
 }
 
 TEST(DockerConfig, ImageConfigParses) {

@@ -1,0 +1,246 @@
+#include "server/openai_api.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "server/openai_protocol.h"
+#include "server/openai_response.h"
+#include "server/request_log.h"
+
+namespace pagoda {
+namespace {
+
+using nlohmann::json;
+
+void SendError(httplib::Response& res, const Status& st) {
+  res.status = HttpStatusOf(st);
+  res.set_content(OpenAiErrorBody(st), "application/json");
+}
+
+void SendJson(httplib::Response& res, const json& body) {
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Admit on the request's Authorization header.
+Status AdmitHttp(const ServingContext& ctx, const httplib::Request& req) {
+  if (!req.has_header("Authorization")) return Admit(ctx, std::nullopt);
+  const std::string value = req.get_header_value("Authorization");
+  return Admit(ctx, std::string_view(value));
+}
+
+// NOT_FOUND unless `model` is empty or the served model's name.
+Status CheckModel(const ServingContext& ctx, const std::string& model) {
+  if (model.empty() || model == ctx.model_name) return Status::Ok();
+  return NotFound("model: '" + model + "' does not exist (this server serves '" + ctx.model_name +
+                  "')");
+}
+
+json ModelCard(const ServingContext& ctx) {
+  return {{"id", ctx.model_name},
+          {"object", "model"},
+          {"created", UnixNow()},
+          {"owned_by", "pagoda"},
+          {"max_model_len", ctx.model->config.context_length}};
+}
+
+// One generation: what the handler set up and the content provider streams.
+struct Generation {
+  Generation(ServingContext& c, OpenAiRequest r, std::string engine_id, std::string path)
+      : ctx(c),
+        request(std::move(r)),
+        id((request.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") +
+           engine_id),
+        engine_id(std::move(engine_id)),
+        method("POST " + std::move(path)),
+        answer(request, id, ctx.model_name, UnixNow(), *ctx.model->tokenizer) {}
+
+  void Log(const RequestOutput& last, int status) const {
+    LogRequest({"http", method, id, status, request.stream}, last);
+  }
+
+  // Aborts the request of a client that is gone and logs it with status 499 (nginx's "client
+  // closed request") once the engine has finished it (within a step).
+  void AbortAndLog() {
+    ctx.engine->Abort(engine_id);
+    const auto deadline = EngineClock::now() + std::chrono::seconds(5);
+    RequestOutput o;
+    while (stream->Pop(&o, deadline)) {
+      if (o.request_finished) return Log(o, 499);
+    }
+  }
+
+  ServingContext& ctx;
+  OpenAiRequest request;
+  std::string id;
+  std::string engine_id;
+  std::string method;
+  OpenAiAnswer answer;
+  std::shared_ptr<RequestStream> stream;
+  bool done = false;
+  std::string error;  // a backend failure (kError), not streaming
+};
+
+// Admits, parses, builds and submits.
+Result<std::shared_ptr<Generation>> Submit(ServingContext& ctx, OpenAiEndpoint endpoint,
+                                           const httplib::Request& req) {
+  PAGODA_RETURN_IF_ERROR(AdmitHttp(ctx, req));
+  PAGODA_ASSIGN_OR_RETURN(OpenAiRequest parsed, ParseOpenAiRequest(endpoint, req.body));
+  PAGODA_RETURN_IF_ERROR(CheckModel(ctx, parsed.model));
+  PAGODA_ASSIGN_OR_RETURN(Request built, BuildRequest(ctx, parsed.api));
+  auto g = std::make_shared<Generation>(ctx, std::move(parsed), built.request_id, req.path);
+  PAGODA_ASSIGN_OR_RETURN(g->stream, ctx.engine->Submit(std::move(built)));
+  return g;
+}
+
+// How long a content provider waits for engine outputs before it checks the client again.
+constexpr auto kClientCheckPeriod = std::chrono::milliseconds(100);
+
+// Streaming: writes the SSE events of the outputs that come within kClientCheckPeriod; false
+// when the client is gone (a failed write, or a closed connection while waiting).
+bool PumpEvents(Generation& g, httplib::DataSink& sink) {
+  const auto until = EngineClock::now() + kClientCheckPeriod;
+  RequestOutput o;
+  while (!g.done && g.stream->Pop(&o, until)) {
+    std::string events = g.answer.StreamEvents(o);
+    if (o.request_finished) {
+      events += g.answer.StreamEnd(o.usage);
+      g.done = true;
+      g.Log(o, 200);
+    }
+    if (!sink.write(events.data(), events.size())) return false;
+  }
+  if (g.done) sink.done();
+  return g.done || sink.is_writable();
+}
+
+// Not streaming: gathers the outputs and writes the whole body at the end, checking the client
+// every kClientCheckPeriod meanwhile. A backend failure becomes an error body (the 200 status
+// has been sent by then).
+bool PumpBody(Generation& g, httplib::DataSink& sink) {
+  const auto until = EngineClock::now() + kClientCheckPeriod;
+  RequestOutput o;
+  while (g.stream->Pop(&o, until)) {
+    g.answer.Add(o);
+    if (o.finish_reason == FinishReason::kError) g.error = o.error;
+    if (!o.request_finished) continue;
+    g.done = true;
+    const std::string body = g.error.empty()
+                                 ? g.answer.Body(o.usage)
+                                 : OpenAiErrorBody(Internal("generation failed: " + g.error));
+    g.Log(o, g.error.empty() ? 200 : 500);
+    if (!sink.write(body.data(), body.size())) return false;
+    sink.done();
+    return true;
+  }
+  return sink.is_writable();
+}
+
+// Answers from the engine's outputs as they come (chunked transfer), so that a client that
+// disconnects is noticed within kClientCheckPeriod and its request aborted.
+void Respond(std::shared_ptr<Generation> g, httplib::Response& res) {
+  const bool stream = g->request.stream;
+  if (stream) res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      stream ? "text/event-stream" : "application/json",
+      [g, stream](size_t, httplib::DataSink& sink) {
+        return stream ? PumpEvents(*g, sink) : PumpBody(*g, sink);
+      },
+      [g](bool) {
+        if (!g->done) g->AbortAndLog();  // the client is gone
+      });
+}
+
+void Generate(ServingContext& ctx, OpenAiEndpoint endpoint, const httplib::Request& req,
+              httplib::Response& res) {
+  Result<std::shared_ptr<Generation>> g = Submit(ctx, endpoint, req);
+  if (!g.ok()) return SendError(res, g.status());
+  Respond(std::move(g).value(), res);
+}
+
+// The prompt tokens of a completions ("prompt") or chat ("messages") body.
+Result<std::vector<int32_t>> PromptTokens(ServingContext& ctx, const httplib::Request& req) {
+  PAGODA_RETURN_IF_ERROR(AdmitHttp(ctx, req));
+  const json j = json::parse(req.body, nullptr, false);
+  const bool chat = j.is_object() && j.contains("messages");
+  PAGODA_ASSIGN_OR_RETURN(
+      OpenAiRequest parsed,
+      ParseOpenAiRequest(chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
+                         req.body));
+  parsed.api.max_tokens = 1;  // only the prompt is wanted
+  PAGODA_ASSIGN_OR_RETURN(Request built, BuildRequest(ctx, parsed.api));
+  return std::move(built.prompt_token_ids);
+}
+
+void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Result<std::vector<int32_t>> ids = PromptTokens(ctx, req);
+  if (!ids.ok()) return SendError(res, ids.status());
+  SendJson(res, {{"tokens", *ids},
+                 {"count", ids->size()},
+                 {"max_model_len", ctx.model->config.context_length}});
+}
+
+void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  if (Status st = AdmitHttp(ctx, req); !st.ok()) return SendError(res, st);
+  const json j = json::parse(req.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
+    return SendError(res, InvalidArgument("tokens: required (an array of token ids)"));
+  }
+  const Tokenizer& tok = *ctx.model->tokenizer;
+  std::vector<int32_t> ids;
+  for (const json& id : j["tokens"]) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tok.vocab_size()) {
+      return SendError(res,
+                       InvalidArgument("tokens: " + id.dump() + " is outside the vocabulary [0, " +
+                                       std::to_string(tok.vocab_size()) + ")"));
+    }
+    ids.push_back(id.get<int32_t>());
+  }
+  SendJson(res, {{"prompt", tok.Decode(ids)}});
+}
+
+}  // namespace
+
+void OpenAiApi::Register(httplib::Server& server) {
+  ServingContext& ctx = ctx_;
+  // Errors without a body (cpp-httplib's own: unknown route, body too large, ...) get one.
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
+                                : res.status == 413 ? "body: larger than server.max_message_bytes"
+                                                    : "HTTP " + std::to_string(res.status);
+    res.set_content(OpenAiErrorBody(res.status, message), "application/json");
+  });
+  server.Get("/v1/models", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (Status st = AdmitHttp(ctx, req); !st.ok()) return SendError(res, st);
+    SendJson(res, {{"object", "list"}, {"data", json::array({ModelCard(ctx)})}});
+  });
+  server.Get(R"(/v1/models/(.+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Status st = AdmitHttp(ctx, req);
+    if (st.ok()) st = CheckModel(ctx, req.matches[1]);
+    if (!st.ok()) return SendError(res, st);
+    SendJson(res, ModelCard(ctx));
+  });
+  server.Post("/v1/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Generate(ctx, OpenAiEndpoint::kCompletions, req, res);
+  });
+  server.Post("/v1/chat/completions", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Generate(ctx, OpenAiEndpoint::kChatCompletions, req, res);
+  });
+  server.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Tokenize(ctx, req, res);
+  });
+  server.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    Detokenize(ctx, req, res);
+  });
+}
+
+}  // namespace pagoda

@@ -1,0 +1,49 @@
+// The OpenAI-compatible request side: JSON bodies of POST /v1/completions and
+// /v1/chat/completions parsed into an ApiRequest (server/api_request.h) plus the options that
+// shape the answer (stream, stream_options.include_usage, logprobs), and the OpenAI error body.
+//
+// Accepted, as OpenAI and vLLM define them: model, prompt (a string, one-string array, token
+// ids or one token-id array), messages (content as a string or text parts), max_tokens /
+// max_completion_tokens, temperature, top_p, n, stop (string or array), seed,
+// presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
+// stream_options, user; vLLM's extras top_k, min_p, repetition_penalty, stop_token_ids,
+// ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id,
+// return_tokens_as_token_ids.
+// Answered 400 "...: not supported yet": tools / tool_choice / functions, response_format other
+// than text, guided decoding, logit_bias, echo, suffix, best_of > n, several prompts, non-text
+// message parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are
+// INVALID_ARGUMENT whose message starts with the offending field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "server/api_request.h"
+
+namespace pagoda {
+
+enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+
+struct OpenAiRequest {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  ApiRequest api;
+  std::string model;  // as sent; "" when absent
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs tokens as "token_id:N"
+};
+
+// Parses a request body. Without max_tokens, completions generate 16 tokens (OpenAI's default)
+// and chat completions what fits the context.
+Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body);
+
+// {"error": {"message", "type", "param", "code"}} for a non-OK status; the HTTP status it maps
+// to is HttpStatusOf.
+std::string OpenAiErrorBody(const Status& status);
+// The same body for an HTTP status of its own (e.g. cpp-httplib's 404 / 413).
+std::string OpenAiErrorBody(int http_status, const std::string& message);
+int HttpStatusOf(const Status& status);
+
+}  // namespace pagoda

@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the OpenAI-compatible HTTP API of `pagoda serve`, driven by curl and raw
+sockets (no client library): greedy completions of the aidreams260K reference prompts, the SSE
+stream byte for byte against golden files, errors, auth, /tokenize, /detokenize, health,
+metrics, client disconnects and the connection bound.
+
+Every server runs on free loopback ports and is stopped at the end.
+Usage: openai_e2e_test.py --pagoda BIN --repo DIR --shared DIR
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ARGS = None
+
+
+class Server:
+    """A `pagoda serve` process whose HTTP API and metrics listen on free loopback ports."""
+
+    def __init__(self, *sets, model=None, env=None):
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+        cmd = [ARGS.pagoda, "serve", "--set", "server.listen_address=127.0.0.1:0",
+               "--set", "server.metrics_address=127.0.0.1:0",
+               "--set", "server.http_address=127.0.0.1:0"]
+        if model:
+            cmd += ["--model", model]
+        for s in sets:
+            cmd += ["--set", s]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.port = None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited: " + self.output())
+            text = self.output()
+            m = re.search(r"HTTP API on .* \(port (\d+)\)", text)
+            if m and re.search(r"serving .* \(port (\d+)\)", text):
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.05)
+        if self.port is None:
+            raise RuntimeError("server did not start: " + self.output())
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        os.unlink(self.log.name)
+
+    def curl(self, path, body=None, headers=(), raw=None):
+        """(status, body bytes) of one request by curl; `body` is sent as JSON."""
+        cmd = ["curl", "-sN", "-m", "60", "-o", "-", "-w", "\n%{http_code}", self.url + path]
+        for h in headers:
+            cmd += ["-H", h]
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        if data is not None:
+            cmd += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
+        out = subprocess.run(cmd, input=data.encode() if isinstance(data, str) else data,
+                             capture_output=True, check=True).stdout
+        text, _, status = out.rpartition(b"\n")
+        return int(status), text
+
+    def json(self, path, body=None, headers=()):
+        status, text = self.curl(path, body, headers)
+        return status, json.loads(text)
+
+    def metric(self, name, labels=None):
+        _, text = self.curl("/metrics")
+        for line in text.decode().splitlines():
+            if line.startswith("#"):
+                continue
+            key, value = line.rsplit(" ", 1)
+            if key.split("{")[0] == name and (labels is None or labels in key):
+                return float(value)
+        raise KeyError(name)
+
+    def wait_idle(self, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.metric("pagoda:num_requests_running") == 0 and \
+                    self.metric("pagoda:num_requests_waiting") == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+
+def sse_events(body):
+    """The data payloads of an SSE body (bytes), in order; checks the framing."""
+    text = body.decode()
+    assert text.endswith("\n\n"), text[-80:]
+    events = text[:-2].split("\n\n")
+    out = []
+    for e in events:
+        assert e.startswith("data: "), e
+        out.append(e[len("data: "):])
+    return out
+
+
+def normalized(body):
+    """The SSE / JSON body with its `created` timestamps set to 0 (the one varying field)."""
+    return re.sub(rb'"created":\d+', b'"created":0', body)
+
+
+class AidreamsHttpTest(unittest.TestCase):
+    """The HTTP API on the aidreams260K model (chat through the built-in ChatML template)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf")
+        with open(os.path.join(ARGS.shared, "models/aidreams260K/reference.json")) as f:
+            cls.ref = json.load(f)
+        cls.server = Server("engine.max_num_seqs=32", "model.chat_template=chatml",
+                            "model.name=aidreams", model=cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def expected(self, case):
+        ctx = self.ref["config"]["seq_len"]
+        return case["greedy_tokens"][:ctx - len(case["prompt_tokens"])]
+
+    def greedy_body(self, case, **kw):
+        body = {"model": "aidreams", "prompt": case["prompt_tokens"],
+                "max_tokens": len(case["greedy_tokens"]), "temperature": 0,
+                "stop_token_ids": [1], "logprobs": 0, "return_tokens_as_token_ids": True}
+        body.update(kw)
+        return body
+
+    @staticmethod
+    def ids(tokens):
+        return [int(t[len("token_id:"):]) for t in tokens]
+
+    def streamed(self, body):
+        status, raw = self.server.curl("/v1/completions", dict(body, stream=True))
+        self.assertEqual(status, 200, raw)
+        events = sse_events(raw)
+        self.assertEqual(events[-1], "[DONE]")
+        tokens, text, finish = [], "", None
+        for e in events[:-1]:
+            choice = json.loads(e)["choices"][0]
+            text += choice["text"]
+            tokens += self.ids(choice["logprobs"]["tokens"]) if choice["logprobs"] else []
+            finish = choice["finish_reason"] or finish
+        return tokens, text, finish
+
+    def test_greedy_completions_match_reference(self):
+        for case in self.ref["cases"]:
+            status, resp = self.server.json("/v1/completions", self.greedy_body(case))
+            self.assertEqual(status, 200, resp)
+            choice = resp["choices"][0]
+            tokens = self.ids(choice["logprobs"]["tokens"])
+            self.assertEqual(tokens, self.expected(case), case["prompt"])
+            self.assertEqual(choice["finish_reason"], "length")
+            self.assertEqual(resp["usage"]["completion_tokens"], len(tokens))
+            self.assertEqual(resp["usage"]["prompt_tokens"], len(case["prompt_tokens"]))
+            # The text continues the prompt's (Decode drops a leading space of the first token).
+            _, prompt = self.server.json("/detokenize", {"tokens": case["prompt_tokens"]})
+            _, whole = self.server.json("/detokenize", {"tokens": case["prompt_tokens"] + tokens})
+            self.assertEqual(prompt["prompt"] + choice["text"], whole["prompt"])
+            # The stream carries the same tokens and text.
+            self.assertEqual(self.streamed(self.greedy_body(case)),
+                             (tokens, choice["text"], "length"))
+
+    def test_concurrent_streams_match_reference(self):
+        cases = [self.ref["cases"][i % len(self.ref["cases"])] for i in range(16)]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            futures = [pool.submit(self.streamed, self.greedy_body(c)) for c in cases]
+            for case, fut in zip(cases, futures):
+                self.assertEqual(fut.result()[0], self.expected(case))
+
+    def check_golden(self, name, path, body):
+        status, raw = self.server.curl(path, body)
+        self.assertEqual(status, 200, raw)
+        golden_path = os.path.join(ARGS.repo, "tests/e2e/golden", name)
+        if os.environ.get("PAGODA_UPDATE_GOLDEN"):
+            with open(golden_path, "wb") as f:
+                f.write(normalized(raw))
+        with open(golden_path, "rb") as f:
+            self.assertEqual(normalized(raw), f.read())
+        created = [int(c) for c in re.findall(rb'"created":(\d+)', raw)]
+        self.assertTrue(created and all(abs(c - time.time()) < 60 for c in created), created)
+
+    def test_sse_bytes_match_golden(self):
+        self.check_golden("completion_stream.sse", "/v1/completions", {
+            "model": "aidreams", "prompt": "Whispers of vectors", "max_tokens": 6,
+            "temperature": 0, "stream": True, "request_id": "golden-1",
+            "stream_options": {"include_usage": True}})
+        self.check_golden("chat_stream.sse", "/v1/chat/completions", {
+            "model": "aidreams", "messages": [{"role": "user", "content": "Echoes"}],
+            "max_tokens": 4, "temperature": 0, "stream": True, "request_id": "golden-2"})
+        self.check_golden("chat.json", "/v1/chat/completions", {
+            "model": "aidreams", "messages": [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": "Echoes"}],
+            "max_completion_tokens": 5, "temperature": 0, "request_id": "golden-3"})
+
+    def test_logprobs_shapes(self):
+        _, resp = self.server.json("/v1/completions", {
+            "prompt": "Echoes", "max_tokens": 4, "temperature": 0, "logprobs": 2})
+        lp = resp["choices"][0]["logprobs"]
+        self.assertEqual(sorted(lp), ["text_offset", "token_logprobs", "tokens", "top_logprobs"])
+        self.assertEqual([len(lp[k]) for k in sorted(lp)], [4, 4, 4, 4])
+        self.assertEqual("".join(lp["tokens"]), resp["choices"][0]["text"])
+        self.assertEqual(lp["text_offset"][0], 0)
+        self.assertTrue(all(len(t) == 2 for t in lp["top_logprobs"]))
+        self.assertAlmostEqual(max(lp["top_logprobs"][0].values()), lp["token_logprobs"][0],
+                               places=4)
+        _, resp = self.server.json("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0,
+            "logprobs": True, "top_logprobs": 2})
+        content = resp["choices"][0]["logprobs"]["content"]
+        self.assertEqual(len(content), 3)
+        for c in content:
+            self.assertEqual(sorted(c), ["bytes", "logprob", "token", "top_logprobs"])
+            self.assertEqual(bytes(c["bytes"]).decode(), c["token"])
+            self.assertEqual(len(c["top_logprobs"]), 2)
+
+    def test_chat_stream_equals_chat_body(self):
+        body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "Hum"}]}],
+                "max_tokens": 12, "temperature": 0}
+        _, whole = self.server.json("/v1/chat/completions", body)
+        _, raw = self.server.curl("/v1/chat/completions", dict(body, stream=True))
+        events = [json.loads(e) for e in sse_events(raw)[:-1]]
+        self.assertEqual(events[0]["choices"][0]["delta"], {"role": "assistant", "content": ""})
+        text = "".join(e["choices"][0]["delta"].get("content", "") for e in events)
+        self.assertEqual(text, whole["choices"][0]["message"]["content"])
+        self.assertEqual(events[-1]["choices"][0]["finish_reason"],
+                         whole["choices"][0]["finish_reason"])
+        self.assertEqual(whole["object"], "chat.completion")
+        self.assertTrue(whole["id"].startswith("chatcmpl-"))
+
+    def test_n_samples(self):
+        status, resp = self.server.json("/v1/completions", {
+            "prompt": "Echoes", "max_tokens": 5, "n": 3, "temperature": 0.9, "seed": 7})
+        self.assertEqual(status, 200, resp)
+        self.assertEqual([c["index"] for c in resp["choices"]], [0, 1, 2])
+        self.assertEqual(resp["usage"]["completion_tokens"], 15)
+
+    def test_errors_are_openai_shaped(self):
+        ctx = self.ref["config"]["seq_len"]
+        bad = [
+            ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400, "max_tokens"),
+            ("/v1/completions", {"prompt": "hi", "max_tokens": 10**6}, 400, "max_tokens"),
+            ("/v1/completions", {"prompt": ""}, 400, "prompt"),
+            ("/v1/completions", {}, 400, "prompt"),
+            ("/v1/completions", {"prompt": [5] * (ctx + 1)}, 400, "prompt"),
+            ("/v1/completions", {"prompt": [1, 99999]}, 400, "prompt_token_ids"),
+            ("/v1/completions", {"prompt": "hi", "temperature": -1}, 400, None),
+            ("/v1/completions", {"prompt": "hi", "top_p": "x"}, 400, "top_p"),
+            ("/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
+            ("/v1/completions", {"prompt": "hi", "echo": True}, 400, "echo"),
+            ("/v1/completions", {"prompt": "hi", "model": "gpt-4"}, 404, "model"),
+            ("/v1/chat/completions", {"messages": []}, 400, "messages"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                      "tools": [{"type": "function"}]}, 400, "tools"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                      "response_format": {"type": "json_object"}},
+             400, "response_format"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "x"}}]}]}, 400, None),
+        ]
+        for path, body, code, param in bad:
+            status, resp = self.server.json(path, body)
+            self.assertEqual(status, code, (body, resp))
+            err = resp["error"]
+            self.assertTrue(err["message"], body)
+            self.assertEqual(err["code"], code)
+            self.assertIn(err["type"], ("invalid_request_error", "not_found_error"))
+            if param:
+                self.assertTrue(err["message"].startswith(param), err)
+        for unsupported in ("tools", "response_format"):
+            _, resp = self.server.json("/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "x"}],
+                unsupported: [{"type": "function"}] if unsupported == "tools"
+                else {"type": "json_schema"}})
+            self.assertEqual(resp["error"]["message"], f"{unsupported}: not supported yet")
+        status, text = self.server.curl("/v1/completions", raw="")  # no body
+        self.assertEqual(status, 400, text)
+        status, text = self.server.curl("/v1/completions", raw="{not json")
+        self.assertEqual(status, 400, text)
+        status, text = self.server.curl("/v1/completions", raw="x" * (17 * 1024 * 1024))
+        self.assertEqual(status, 413, text[:200])
+        self.assertEqual(json.loads(text)["error"]["message"],
+                         "body: larger than server.max_message_bytes")
+        status, resp = self.server.json("/v1/embeddings", {"input": "x"})
+        self.assertEqual((status, resp["error"]["message"]), (404, "no route POST /v1/embeddings"))
+        status, resp = self.server.json("/v1/completions", {"prompt": "x", "echo": "yes"})
+        self.assertEqual((status, resp["error"]["param"]), (400, "echo"))
+
+    def test_models_tokenize_detokenize(self):
+        status, models = self.server.json("/v1/models")
+        self.assertEqual(status, 200)
+        self.assertEqual([m["id"] for m in models["data"]], ["aidreams"])
+        self.assertEqual(models["data"][0]["max_model_len"], 128)
+        self.assertEqual(self.server.json("/v1/models/aidreams")[0], 200)
+        self.assertEqual(self.server.json("/v1/models/other")[0], 404)
+        case = self.ref["cases"][2]
+        status, tok = self.server.json("/tokenize", {"prompt": case["prompt"]})
+        self.assertEqual(status, 200, tok)
+        self.assertEqual(tok["tokens"], case["prompt_tokens"])
+        self.assertEqual(tok["count"], len(case["prompt_tokens"]))
+        _, detok = self.server.json("/detokenize", {"tokens": case["prompt_tokens"]})
+        self.assertEqual(detok["prompt"], case["prompt"])
+        status, chat = self.server.json("/tokenize", {"messages": [{"role": "user",
+                                                                    "content": "hi"}]})
+        self.assertEqual(status, 200, chat)
+        self.assertGreater(chat["count"], 3)
+        self.assertEqual(self.server.json("/detokenize", {"tokens": [12345678]})[0], 400)
+
+    def test_health_ready_metrics_and_log_line(self):
+        self.assertEqual(self.server.curl("/health"), (200, b"ok\n"))
+        self.assertEqual(self.server.curl("/ready"), (200, b"ready\n"))
+        before = self.server.metric("pagoda:request_success_total", 'finished_reason="length"')
+        self.server.json("/v1/completions", {"prompt": "Echoes", "max_tokens": 3,
+                                             "request_id": "logged-1"})
+        self.assertTrue(self.server.wait_idle())
+        after = self.server.metric("pagoda:request_success_total", 'finished_reason="length"')
+        self.assertEqual(after, before + 1)
+        line = [ln for ln in self.server.output().splitlines() if "id=cmpl-logged-1" in ln]
+        self.assertEqual(len(line), 1, line)
+        self.assertIn("request api=http POST /v1/completions", line[0])
+        self.assertIn("status=200 stream=false prompt_tokens=", line[0])
+        self.assertIn("completion_tokens=3", line[0])
+
+
+    def test_bench_serve_openai_smoke(self):
+        out = subprocess.run([ARGS.pagoda, "bench", "serve", "--api", "openai", "-s",
+                              f"127.0.0.1:{self.server.port}", "-c", "4", "-n", "8",
+                              "--prompt-len", "16", "--gen-len", "20", "--json"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        result = json.loads(out.stdout)
+        self.assertEqual(result["api"], "openai")
+        self.assertEqual(result["model"], "aidreams")
+        self.assertEqual(result["failed"], 0)
+        self.assertEqual(result["generated_tokens"], 8 * 20)
+        self.assertEqual(result["itl_s"]["count"], 8 * 19)
+
+
+class TinyHttpTest(unittest.TestCase):
+    """Disconnects, auth, bounds and metric names: a synthetic model with a 1024-token
+    context for long generations."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp()
+        cls.model = os.path.join(cls.tmp, "tiny.gguf")
+        subprocess.run([ARGS.pagoda, "make-model", "-q", "--preset", "tiny", "--context", "1024",
+                        "-o", cls.model], check=True)
+
+    def test_client_disconnect_aborts_the_request(self):
+        server = Server(model=self.model)
+        try:
+            for aborted, stream in enumerate((True, False), start=1):
+                body = json.dumps({"prompt": "Once upon a time", "max_tokens": 1000,
+                                   "ignore_eos": True, "stream": stream}).encode()
+                sock = socket.create_connection(("127.0.0.1", server.port))
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Type: application/json\r\n" +
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+                if stream:  # the first event has come
+                    got = b""
+                    while b"data: " not in got:
+                        got += sock.recv(4096)
+                else:  # the request is running
+                    sock.recv(100)  # the 200 headers
+                self.assertEqual(server.metric("pagoda:num_requests_running"), 1)
+                sock.close()
+                start = time.time()
+                self.assertTrue(server.wait_idle(timeout=5))
+                waited = time.time() - start
+                self.assertEqual(server.metric("pagoda:request_success_total",
+                                               'finished_reason="abort"'), aborted)
+                self.assertLess(server.metric("pagoda:generation_tokens_total"), 1000 * aborted)
+                self.assertEqual(server.metric("pagoda:kv_cache_usage_perc"), 0)
+                print(f"\n  stream={stream}: disconnect -> request aborted, idle after "
+                      f"{waited * 1000:.0f} ms", file=sys.stderr)
+            self.assertEqual(server.output().count("status=499"), 2)
+        finally:
+            server.stop()
+
+    def test_api_key_from_environment(self):
+        env = dict(os.environ, PAGODA_API_KEY="k3y")
+        server = Server(model=self.model, env=env)
+        try:
+            body = {"prompt": "Once", "max_tokens": 2}
+            status, resp = server.json("/v1/completions", body)
+            self.assertEqual(status, 401)
+            self.assertEqual(resp["error"]["type"], "authentication_error")
+            self.assertEqual(server.json("/v1/completions", body,
+                                         ["Authorization: Bearer wrong"])[0], 401)
+            self.assertEqual(server.json("/v1/models", None, ["Authorization: Bearer k3y"])[0],
+                             200)
+            self.assertEqual(server.json("/v1/completions", body,
+                                         ["Authorization: Bearer k3y"])[0], 200)
+            self.assertEqual(server.json("/tokenize", {"prompt": "x"})[0], 401)
+            self.assertEqual(server.curl("/health"), (200, b"ok\n"))  # probes need no token
+        finally:
+            server.stop()
+
+    def test_connection_bound_answers_503(self):
+        server = Server("server.http_max_connections=2", "server.http_timeout_seconds=2",
+                        model=self.model)
+        try:
+            idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+            time.sleep(0.2)
+            start = time.time()
+            status, resp = server.json("/v1/models")
+            self.assertEqual(status, 503, resp)
+            self.assertEqual(resp["error"]["message"], "too many connections")
+            self.assertLess(time.time() - start, 1.0)
+            for s in idle:  # the idle connections are closed by the server's timeouts
+                s.settimeout(15)
+                self.assertEqual(s.recv(1), b"")
+                s.close()
+            self.assertEqual(server.json("/v1/models")[0], 200)
+        finally:
+            server.stop()
+
+    def test_sigterm_drains_running_streams(self):
+        # One sequence at a time, so three 1000-token streams take a while.
+        server = Server("engine.max_num_seqs=1", model=self.model)
+        body = {"prompt": "Once upon a time", "max_tokens": 1000, "ignore_eos": True,
+                "stream": True}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(3) as pool:
+                streams = [pool.submit(server.curl, "/v1/completions", body) for _ in range(3)]
+                deadline = time.time() + 10
+                while server.metric("pagoda:num_requests_waiting") < 2 and time.time() < deadline:
+                    time.sleep(0.005)
+                server.proc.send_signal(signal.SIGTERM)
+                time.sleep(0.05)
+                self.assertEqual(server.curl("/ready"), (503, b"not ready\n"))
+                status, resp = server.json("/v1/completions", {"prompt": "x"})
+                self.assertEqual(status, 503, resp)
+                self.assertEqual(resp["error"]["message"], "the server is shutting down")
+                for f in streams:  # the running and waiting requests finish
+                    status, raw = f.result()
+                    self.assertEqual(status, 200)
+                    events = sse_events(raw)
+                    self.assertEqual(events[-1], "[DONE]")
+                    self.assertEqual(json.loads(events[-2])["choices"][0]["finish_reason"],
+                                     "length")
+                    self.assertEqual(len(events) - 1, 1000)
+            self.assertEqual(server.proc.wait(timeout=30), 0)
+        finally:
+            server.stop()
+
+    def test_port_in_use_fails_start_up(self):
+        server = Server(model=self.model)
+        try:
+            proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
+                                   "--set", "server.listen_address=127.0.0.1:0",
+                                   "--set", "server.metrics_address=127.0.0.1:0",
+                                   "--set", f"server.http_address=127.0.0.1:{server.port}"],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(proc.returncode, 1, proc.stderr)
+            self.assertEqual(proc.stderr.splitlines()[-1],
+                             f"error: server.http_address: cannot bind 127.0.0.1:{server.port}")
+        finally:
+            server.stop()
+
+    def test_vllm_metric_names(self):
+        server = Server("server.metrics_names=vllm", model=self.model)
+        try:
+            _, text = server.curl("/metrics")
+            names = {ln.split("{")[0].split(" ")[0] for ln in text.decode().splitlines()
+                     if ln and not ln.startswith("#")}
+            for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                         "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                         "vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket",
+                         "vllm:e2e_request_latency_seconds_count"):
+                self.assertIn(name, names)
+            self.assertFalse([n for n in names if n.startswith("pagoda:")])
+        finally:
+            server.stop()
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pagoda", required=True)
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--shared", required=True)
+    ARGS, rest = parser.parse_known_args()
+    prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+    result = prog.result
+    sys.exit(0 if result.wasSuccessful() and result.testsRun > 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

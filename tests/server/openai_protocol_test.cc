@@ -1,0 +1,169 @@
+// ParseOpenAiRequest (OpenAI JSON -> ApiRequest), the OpenAI error body, and Admit's bearer
+// check.
+#include "server/openai_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/serving_context.h"
+
+namespace pagoda {
+namespace {
+
+OpenAiRequest Parse(OpenAiEndpoint endpoint, const std::string& body) {
+  Result<OpenAiRequest> r = ParseOpenAiRequest(endpoint, body);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : OpenAiRequest{};
+}
+
+std::string ParseError(OpenAiEndpoint endpoint, const std::string& body) {
+  Result<OpenAiRequest> r = ParseOpenAiRequest(endpoint, body);
+  EXPECT_FALSE(r.ok()) << body;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+  return r.status().message();
+}
+
+constexpr auto kCompletions = OpenAiEndpoint::kCompletions;
+constexpr auto kChat = OpenAiEndpoint::kChatCompletions;
+
+TEST(ParseOpenAiRequest, CompletionFieldsAndDefaults) {
+  const OpenAiRequest r = Parse(kCompletions, R"({"model": "m", "prompt": "hi"})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.api.input, ApiInput::kPrompt);
+  EXPECT_EQ(r.api.prompt, "hi");
+  EXPECT_EQ(r.api.max_tokens, 16);  // OpenAI's default for completions
+  EXPECT_EQ(r.api.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.api.sampling.logprobs);
+  EXPECT_FALSE(r.stream);
+
+  const OpenAiRequest full = Parse(kCompletions, R"({
+      "prompt": [[1, 2, 3]], "max_tokens": 5, "temperature": 0, "top_p": 0.5, "top_k": -1,
+      "min_p": 0.1, "repetition_penalty": 1.1, "presence_penalty": 0.2,
+      "frequency_penalty": 0.3, "seed": 18446744073709551615, "n": 2, "logprobs": 3,
+      "stop": "x", "stop_token_ids": [7], "ignore_eos": true, "stream": true,
+      "stream_options": {"include_usage": true}, "user": "u", "request_id": "r1",
+      "return_tokens_as_token_ids": true})");
+  EXPECT_EQ(full.api.input, ApiInput::kPromptTokenIds);
+  EXPECT_EQ(full.api.prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(full.api.max_tokens, 5);
+  EXPECT_EQ(full.api.sampling.temperature, 0.0f);
+  EXPECT_EQ(full.api.sampling.top_p, 0.5f);
+  EXPECT_EQ(full.api.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(full.api.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(full.api.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(full.api.sampling.seed, uint64_t{18446744073709551615u});
+  EXPECT_EQ(full.api.sampling.n, 2);
+  EXPECT_TRUE(full.api.sampling.logprobs);
+  EXPECT_EQ(full.api.sampling.top_logprobs, 3);
+  EXPECT_EQ(full.api.stop, std::vector<std::string>{"x"});
+  EXPECT_EQ(full.api.stop_token_ids, std::vector<int32_t>{7});
+  EXPECT_TRUE(full.api.ignore_eos);
+  EXPECT_TRUE(full.stream);
+  EXPECT_TRUE(full.include_usage);
+  EXPECT_TRUE(full.tokens_as_ids);
+  EXPECT_EQ(full.api.request_id, "r1");
+}
+
+TEST(ParseOpenAiRequest, ChatMessagesAndMaxCompletionTokens) {
+  const OpenAiRequest r = Parse(kChat, R"({"messages": [
+      {"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+      "max_tokens": 9, "max_completion_tokens": 4, "logprobs": true, "top_logprobs": 2,
+      "stop": ["x", "y"], "tool_choice": "none", "response_format": {"type": "text"}})");
+  EXPECT_EQ(r.api.input, ApiInput::kMessages);
+  ASSERT_EQ(r.api.messages.size(), 2u);
+  EXPECT_EQ(r.api.messages[0].role, "system");
+  EXPECT_EQ(r.api.messages[1].content, "ab");
+  EXPECT_EQ(r.api.max_tokens, 4);
+  EXPECT_TRUE(r.api.sampling.logprobs);
+  EXPECT_EQ(r.api.sampling.top_logprobs, 2);
+  EXPECT_EQ(r.api.stop, (std::vector<std::string>{"x", "y"}));
+  // Without a limit a chat request generates what fits the context.
+  EXPECT_FALSE(Parse(kChat, R"({"messages": []})").api.max_tokens.has_value());
+}
+
+TEST(ParseOpenAiRequest, ErrorsNameTheField) {
+  EXPECT_EQ(ParseError(kCompletions, "{not json"), "body: expected a JSON object");
+  EXPECT_EQ(ParseError(kCompletions, "[]"), "body: expected a JSON object");
+  EXPECT_EQ(ParseError(kCompletions, "{}"), "prompt: required");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": 5})"), "prompt: expected a string or token ids");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": [1, -2]})"),
+            "prompt: expected token ids (integers >= 0)");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "max_tokens": "5"})"),
+            "max_tokens: wrong type or out of range");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "n": 4294967296})"),
+            "n: wrong type or out of range");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "stop": [1]})"),
+            "stop: expected a string or an array of strings");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "stream_options": {}})"),
+            "stream_options: only with \"stream\": true");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": "hi"})"), "messages: required (an array)");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [{"content": "x"}]})"),
+            "messages[0].role: required (a string)");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "top_logprobs": 2})"),
+            "top_logprobs: needs \"logprobs\": true");
+  // Wrong types anywhere are 400s, never exceptions.
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "echo": "yes"})"),
+            "echo: wrong type or out of range");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})"),
+            "messages[0].content: parts other than {\"type\": \"text\"}: not supported yet");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "response_format": "json"})"),
+            "response_format: not supported yet");
+}
+
+TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
+  for (const char* body : {
+           R"({"messages": [], "tools": [{"type": "function"}]})",
+           R"({"messages": [], "tool_choice": "auto"})",
+           R"({"messages": [], "response_format": {"type": "json_schema"}})",
+           R"({"messages": [], "guided_json": {}})",
+           R"({"messages": [], "logit_bias": {"1": 5}})",
+           R"({"messages": [{"role": "tool", "content": "x"}]})",
+           R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       }) {
+    EXPECT_NE(ParseError(kChat, body).find("not supported yet"), std::string::npos) << body;
+  }
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": ["a", "b"]})"),
+            "prompt: several prompts in one request: not supported yet");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "echo": true})"),
+            "echo: not supported yet");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "best_of": 3})"),
+            "best_of: not supported yet");
+}
+
+TEST(OpenAiErrorBody, OpenAiShapeAndHttpStatus) {
+  const auto body = nlohmann::json::parse(OpenAiErrorBody(InvalidArgument("max_tokens: 0")));
+  EXPECT_EQ(body["error"]["message"], "max_tokens: 0");
+  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(body["error"]["param"], "max_tokens");
+  EXPECT_EQ(body["error"]["code"], 400);
+  EXPECT_EQ(HttpStatusOf(Unauthenticated("x")), 401);
+  EXPECT_EQ(HttpStatusOf(NotFound("x")), 404);
+  EXPECT_EQ(HttpStatusOf(ResourceExhausted("x")), 429);
+  EXPECT_EQ(HttpStatusOf(Status(StatusCode::kUnavailable, "x")), 503);
+  EXPECT_EQ(HttpStatusOf(Internal("x")), 500);
+  const auto auth = nlohmann::json::parse(OpenAiErrorBody(Unauthenticated("no token")));
+  EXPECT_EQ(auth["error"]["type"], "authentication_error");
+  EXPECT_TRUE(auth["error"]["param"].is_null());
+}
+
+TEST(Admit, BearerTokenAndDraining) {
+  ServingContext ctx;
+  EXPECT_TRUE(Admit(ctx, std::nullopt).ok());  // no token configured
+  ctx.bearer_token = "s3cret";
+  EXPECT_EQ(Admit(ctx, std::nullopt).code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(Admit(ctx, "Bearer s3cre").code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(Admit(ctx, "Bearer s3cret2").code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(Admit(ctx, "s3cret").code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(Admit(ctx, "Bearer s3cret").ok());
+  ctx.draining = true;
+  EXPECT_EQ(Admit(ctx, "Bearer s3cret").code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_FALSE(ConstantTimeEquals("a", ""));
+  EXPECT_FALSE(ConstantTimeEquals("", "a"));
+  EXPECT_FALSE(ConstantTimeEquals("ab", "ac"));
+}
+
+}  // namespace
+}  // namespace pagoda
