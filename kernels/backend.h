@@ -3,7 +3,8 @@
 // logits) and gets logits back. A backend owns its KV pool memory and its weights' device copy;
 // the engine's KvCacheManager (kvcache/) owns the bookkeeping (which block ids belong to whom).
 //
-// Implementations: kernels/cpu (CpuBackend, the default), kernels/neuron (later).
+// Implementations: kernels/cpu (CpuBackend, the default), kernels/neuron (NeuronBackend: compiled
+// whole-model programs run through libnrt).
 // Thread-safety: one engine thread calls Execute; no method is called concurrently.
 #pragma once
 
