@@ -8,7 +8,7 @@
 // Thread-safety: one engine thread calls Execute; no method is called concurrently.
 //
 // Start-up errors (each backend's Create): the Status code says what failed, and runtime/ maps it
-// to the process exit code (runtime/exit_codes.h):
+// to the process exit code (runtime/runtime.h StartupExitCode):
 //   UNAVAILABLE          the device runtime cannot be loaded or initialised;
 //   FAILED_PRECONDITION  the compiled artifacts are invalid or do not match the model / config;
 //   INVALID_ARGUMENT     an option conflicts with the environment or is out of range;

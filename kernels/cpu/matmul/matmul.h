@@ -1,6 +1,7 @@
 // Fast y = W x against a typed weight matrix for every batch size (GEMV for one token, a
 // register-blocked GEMM for batched decode and prefill), with one implementation per
-// instruction-set level chosen at run time.
+// instruction-set level (kernels/cpu/simd_level.h) chosen at run time, up to the caller's cap
+// (MatMulOptions::max_level).
 //
 // Layouts: W is a WeightView [rows][cols] in its GGML type (row r at w.row(r)); activations x are
 // row-major fp32 [n_tokens][cols]; the output y is row-major fp32 [n_tokens][rows]:
