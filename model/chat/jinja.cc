@@ -8,11 +8,13 @@
 #include "model/chat/jinja_eval.h"
 #include "model/chat/jinja_json.h"
 #include "model/chat/jinja_parser.h"
+#include "model/chat/jinja_scopes.h"
 
 namespace pagoda::jinja {
 
 struct Program {
   Body body;
+  std::vector<std::string> missing;  // the template frame's (jinja_scopes.h)
 };
 
 namespace {
@@ -54,12 +56,14 @@ Result<Template> Template::Parse(std::string_view source) {
   PAGODA_ASSIGN_OR_RETURN(Body body, ParseTemplate(source));
   auto program = std::make_shared<Program>();
   program->body = std::move(body);
+  program->missing = AnalyzeScopes(program->body);
   return Template(std::move(program));
 }
 
 Result<Rendered> Template::Render(const nlohmann::ordered_json& variables,
                                   const RenderOptions& options) const {
   PAGODA_ASSIGN_OR_RETURN(ScopePtr root, RootScope(variables, options));
+  root->SetMissing(program_->missing);
   Context ctx(options);
   Evaluator evaluator(ctx, root);
   Text out;

@@ -157,8 +157,9 @@ Result<Value> GetSlice(Context& ctx, const Value& obj, const Value& start, const
   const int64_t s = b2.value_or(1);
   if (s == 0) return InvalidArgument("slice step cannot be zero");
   const bool is_list = obj.is(Value::Type::kList);
+  if (obj.is(Value::Type::kDict)) return InvalidArgument("unhashable type: 'slice'");
   if (!is_list && !obj.is_string()) {
-    return Value::MakeUndefined("'" + TypeName(obj) + " object' cannot be sliced");
+    return InvalidArgument("'" + TypeName(obj) + "' object is not subscriptable");
   }
   std::vector<size_t> off;
   if (!is_list) off = CodePointOffsets(obj.str());
@@ -214,8 +215,10 @@ Result<bool> Contains(const Value& container, const Value& item) {
     case Value::Type::kList:
       return std::any_of(container.list().items.begin(), container.list().items.end(),
                          [&](const Value& x) { return Equals(x, item); });
-    case Value::Type::kDict:
+    case Value::Type::kDict: {
+      PAGODA_RETURN_IF_ERROR(HashKey(item).status());
       return container.dict().Find(item) != nullptr;
+    }
     default:
       return InvalidArgument("argument of type '" + TypeName(container) + "' is not iterable");
   }

@@ -70,7 +70,8 @@ struct MacroDef {
   std::vector<std::string> params;
   std::vector<ExprPtr> defaults;  // one per param, null when it has none
   Body body;
-  bool uses_varargs = false;  // the body reads `varargs` / `kwargs` / `caller`
+  std::vector<std::string> missing;  // see Stmt::frame_missing
+  bool uses_varargs = false;         // the body reads `varargs` / `kwargs` / `caller`
   bool uses_kwargs = false;
   bool uses_caller = false;
 };
@@ -97,6 +98,9 @@ struct Stmt {
   std::string text;
   std::vector<ExprPtr> exprs;
   std::vector<Body> bodies;
+  // For statements whose bodies run in a frame of their own (for, set block, filter, with,
+  // generation): per body, the names jinja2 starts as undefined there (jinja_scopes.h).
+  std::vector<std::vector<std::string>> frame_missing;
   Target target;
   std::vector<std::string> with_names;
   std::unique_ptr<MacroDef> macro;

@@ -38,6 +38,10 @@ void Scope::Set(std::string_view name, Value v) {
   vars.emplace_back(std::string(name), std::move(v));
 }
 
+void Scope::SetMissing(const std::vector<std::string>& names) {
+  for (const std::string& n : names) Set(n, Value::MakeUndefined("'" + n + "' is undefined"));
+}
+
 Result<std::vector<std::optional<Value>>> BindArgs(std::string_view fn, const Args& args,
                                                    std::initializer_list<std::string_view> params,
                                                    size_t required) {

@@ -26,6 +26,8 @@ struct Scope {
 
   const Value* Find(std::string_view name) const;  // here, then in the parents
   void Set(std::string_view name, Value v);        // here
+  // Starts `names` undefined here (jinja2's frame-local names, model/chat/jinja_scopes.h).
+  void SetMissing(const std::vector<std::string>& names);
 };
 using ScopePtr = std::shared_ptr<Scope>;
 

@@ -32,8 +32,8 @@ class Evaluator {
   Result<Flow> ExecWith(const Stmt& s, const ScopePtr& scope, Text* out);
   Result<std::vector<Value>> LoopItems(const Stmt& s, const ScopePtr& scope);
   Result<Value> MakeLoopObject(const std::vector<Value>& items, size_t i);
-  // Renders `body` in a child scope, through the filter chain `filters` when not null.
-  Result<Value> Capture(const Body& body, const Expr* filters, const ScopePtr& scope);
+  // Renders s.bodies[0] in a frame of its own, through the filter chain `filters` if not null.
+  Result<Value> Capture(const Stmt& s, const Expr* filters, const ScopePtr& scope);
   Status Write(const Value& v, Text* out);
   Status Append(const Text& t, Text* out);
   Status Assign(const Target& target, const Value& v, const ScopePtr& scope);

@@ -243,6 +243,10 @@ Status Evaluator::BindMacroArgs(const Callable& f, const Args& args, const Scope
       return InvalidArgument(who + " takes no keyword argument '" + k + "'");
     }
   }
+  for (size_t i = 0; i < m.params.size(); ++i) {  // a default may read only earlier params
+    if (!bound[i])
+      scope->Set(m.params[i], Value::MakeUndefined("'" + m.params[i] + "' is undefined"));
+  }
   for (size_t i = 0; i < m.params.size(); ++i) {
     if (bound[i]) continue;
     if (m.defaults[i]) {
@@ -273,6 +277,7 @@ Result<Value> Evaluator::CallMacro(const Callable& f, const Args& args) {
   auto scope = std::make_shared<Scope>();
   scope->parent = f.closure.lock();
   if (!scope->parent) scope->parent = root_;
+  scope->SetMissing(f.macro->missing);
   Text out;
   Status st = BindMacroArgs(f, args, scope);
   if (st.ok()) {

@@ -11,10 +11,15 @@
 namespace pagoda::jinja {
 namespace {
 
-ScopePtr ChildScope(const ScopePtr& parent) {
+ScopePtr ChildScope(const ScopePtr& parent, const std::vector<std::string>* missing = nullptr) {
   auto s = std::make_shared<Scope>();
   s->parent = parent;
+  if (missing) s->SetMissing(*missing);
   return s;
+}
+
+const std::vector<std::string>* Missing(const Stmt& s, size_t body) {
+  return body < s.frame_missing.size() ? &s.frame_missing[body] : nullptr;
 }
 
 }  // namespace
@@ -56,7 +61,7 @@ Result<Flow> Evaluator::Exec(const Stmt& s, const ScopePtr& scope, Text* out) {
       return Flow::kNormal;
     }
     case StmtKind::kSetBlock: {
-      PAGODA_ASSIGN_OR_RETURN(Value v, Capture(s.bodies[0], s.exprs[0].get(), scope));
+      PAGODA_ASSIGN_OR_RETURN(Value v, Capture(s, s.exprs[0].get(), scope));
       PAGODA_RETURN_IF_ERROR(Assign(s.target, v, scope));
       return Flow::kNormal;
     }
@@ -72,7 +77,7 @@ Result<Flow> Evaluator::Exec(const Stmt& s, const ScopePtr& scope, Text* out) {
     case StmtKind::kCallBlock:
       return ExecCallBlock(s, scope, out);
     case StmtKind::kFilterBlock: {
-      PAGODA_ASSIGN_OR_RETURN(Value v, Capture(s.bodies[0], s.exprs[0].get(), scope));
+      PAGODA_ASSIGN_OR_RETURN(Value v, Capture(s, s.exprs[0].get(), scope));
       PAGODA_RETURN_IF_ERROR(Write(v, out));
       return Flow::kNormal;
     }
@@ -83,7 +88,7 @@ Result<Flow> Evaluator::Exec(const Stmt& s, const ScopePtr& scope, Text* out) {
     case StmtKind::kContinue:
       return Flow::kContinue;
     case StmtKind::kBlock: {
-      PAGODA_ASSIGN_OR_RETURN(Value v, Capture(s.bodies[0], nullptr, scope));
+      PAGODA_ASSIGN_OR_RETURN(Value v, Capture(s, nullptr, scope));
       PAGODA_RETURN_IF_ERROR(Write(v, out));
       return Flow::kNormal;
     }
@@ -140,13 +145,13 @@ Result<Value> Evaluator::MakeLoopObject(const std::vector<Value>& items, size_t 
 Result<Flow> Evaluator::ExecFor(const Stmt& s, const ScopePtr& scope, Text* out) {
   PAGODA_ASSIGN_OR_RETURN(std::vector<Value> items, LoopItems(s, scope));
   if (items.empty()) {
-    PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(s.bodies[1], ChildScope(scope), out));
+    PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(s.bodies[1], ChildScope(scope, Missing(s, 1)), out));
     (void)f;
     return Flow::kNormal;
   }
   for (size_t i = 0; i < items.size(); ++i) {
     PAGODA_RETURN_IF_ERROR(ctx_.Iteration());
-    ScopePtr iteration = ChildScope(scope);
+    ScopePtr iteration = ChildScope(scope, Missing(s, 0));
     PAGODA_RETURN_IF_ERROR(Assign(s.target, items[i], iteration));
     PAGODA_ASSIGN_OR_RETURN(Value loop, MakeLoopObject(items, i));
     iteration->Set("loop", std::move(loop));
@@ -172,7 +177,7 @@ Result<Flow> Evaluator::ExecCallBlock(const Stmt& s, const ScopePtr& scope, Text
 }
 
 Result<Flow> Evaluator::ExecWith(const Stmt& s, const ScopePtr& scope, Text* out) {
-  ScopePtr inner = ChildScope(scope);
+  ScopePtr inner = ChildScope(scope, Missing(s, 0));
   for (size_t i = 0; i < s.with_names.size(); ++i) {
     PAGODA_ASSIGN_OR_RETURN(Value v, Eval(*s.exprs[i], scope));
     inner->Set(s.with_names[i], std::move(v));
@@ -180,9 +185,10 @@ Result<Flow> Evaluator::ExecWith(const Stmt& s, const ScopePtr& scope, Text* out
   return ExecBody(s.bodies[0], inner, out);
 }
 
-Result<Value> Evaluator::Capture(const Body& body, const Expr* filters, const ScopePtr& scope) {
+Result<Value> Evaluator::Capture(const Stmt& s, const Expr* filters, const ScopePtr& scope) {
   Text captured;
-  PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(body, ChildScope(scope), &captured));
+  PAGODA_ASSIGN_OR_RETURN(Flow f,
+                          ExecBody(s.bodies[0], ChildScope(scope, Missing(s, 0)), &captured));
   (void)f;
   Value v = Value::Str(std::move(captured));
   if (filters == nullptr) return v;

@@ -178,7 +178,10 @@ Result<Value> Indent(Context& ctx, const Value& v, const Args& args) {
   }
   const bool first = a[1] && Truthy(*a[1]);
   const bool blank = a[2] && Truthy(*a[2]);
-  PAGODA_ASSIGN_OR_RETURN(Text t, ToText(v));
+  if (!v.is_string()) {  // jinja2 appends "\n" to the value itself
+    return InvalidArgument("unsupported operand type(s) for +=: '" + TypeName(v) + "' and 'str'");
+  }
+  const Text& t = v.text();
   PAGODA_ASSIGN_OR_RETURN(Value lines_value,
                           CallMethod(ctx, Value::Str(t.str() + "\n"), "splitlines", Args{}));
   const auto& lines = lines_value.list().items;
@@ -188,7 +191,7 @@ Result<Value> Indent(Context& ctx, const Value& v, const Args& args) {
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string& line = lines[i].str();
     if (i > 0) out += "\n";
-    if ((i > 0 || first) && (blank || !line.empty())) out += indention;
+    if ((i == 0 && first) || (i > 0 && (blank || !line.empty()))) out += indention;
     out += line;
   }
   if (lines.empty() && first) out = indention;
@@ -208,6 +211,7 @@ Result<Value> Abs(Context&, const Value& v, const Args&) {
 Result<Value> IntFilter(Context&, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("int", args, {"default", "base"}));
   const Value dflt = a[0] ? *a[0] : Value::Int(0);
+  if (v.is_undefined()) return UndefinedError(v);
   if (v.is_int()) return Value::Int(v.as_int());
   if (v.is(Type::kFloat)) {
     const double d = v.as_double();
@@ -236,6 +240,7 @@ Result<Value> IntFilter(Context&, const Value& v, const Args& args) {
 Result<Value> FloatFilter(Context&, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("float", args, {"default"}));
   const Value dflt = a[0] ? *a[0] : Value::Float(0.0);
+  if (v.is_undefined()) return UndefinedError(v);
   if (v.is_number()) return Value::Float(v.as_double());
   if (!v.is_string()) return dflt;
   const std::string& s = v.str();
@@ -251,6 +256,7 @@ Result<Value> Round(Context&, const Value& v, const Args& args) {
   const int64_t precision = a[0] && a[0]->is_int() ? a[0]->as_int() : 0;
   const std::string method = a[1] && a[1]->is_string() ? a[1]->str() : "common";
   if (!v.is_number()) return InvalidArgument("round: value must be a number");
+  if (v.is_int() && method == "common" && precision >= 0) return Value::Int(v.as_int());
   const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.as_double() * scale;
   double r;
@@ -323,6 +329,12 @@ Result<Value> Safe(Context&, const Value& v, const Args&) { return v; }
 Result<Value> Attr(Context&, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("attr", args, {"name"}, 1));
   PAGODA_ASSIGN_OR_RETURN(Text name, ToText(*a[0]));
+  // getattr() only: a dict's keys are not attributes.
+  if (v.is(Type::kDict)) {
+    PAGODA_ASSIGN_OR_RETURN(Value method, GetAttr(MakeDictValue(Dict()), name.str()));
+    if (method.is(Type::kFunc)) return GetAttr(v, name.str());
+    return Value::MakeUndefined("'dict object' has no attribute '" + name.str() + "'");
+  }
   return GetAttr(v, name.str());
 }
 
@@ -340,10 +352,9 @@ Result<Value> WordCount(Context&, const Value& v, const Args&) {
   return Value::Int(n);
 }
 
-Result<Value> Truncate(Context&, const Value& v, const Args& args) {
+Result<Value> Truncate(Context& ctx, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto a,
                           BindArgs("truncate", args, {"length", "killwords", "end", "leeway"}));
-  PAGODA_ASSIGN_OR_RETURN(Text t, ToText(v));
   const int64_t length = a[0] && a[0]->is_int() ? a[0]->as_int() : 255;
   const bool killwords = a[1] && Truthy(*a[1]);
   const std::string end = a[2] && a[2]->is_string() ? a[2]->str() : "...";
@@ -351,9 +362,11 @@ Result<Value> Truncate(Context&, const Value& v, const Args& args) {
   const int64_t end_len = static_cast<int64_t>(CountCodePoints(end));
   if (length < end_len) return InvalidArgument("expected length >= " + std::to_string(end_len));
   if (leeway < 0) return InvalidArgument("expected leeway >= 0");
+  PAGODA_ASSIGN_OR_RETURN(Value len, Length(ctx, v, Args{}));  // len(s), as jinja2 does
+  if (len.as_int() <= length + leeway) return v;
+  if (!v.is_string()) return InvalidArgument("truncate: expected a string");
+  const Text& t = v.text();
   const auto off = CodePointOffsets(t.str());
-  const int64_t n = static_cast<int64_t>(off.size()) - 1;
-  if (n <= length + leeway) return Value::Str(std::move(t));
   std::string cut = t.str().substr(0, off[length - end_len]);
   if (!killwords) {
     const size_t sp = cut.rfind(' ');

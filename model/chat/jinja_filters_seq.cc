@@ -18,6 +18,7 @@ using Type = Value::Type;
 
 // select / reject / selectattr / rejectattr: keep the items whose test result is `want`.
 Result<Value> Filtered(Context& ctx, const Value& v, const Args& args, bool by_attr, bool want) {
+  if (!Truthy(v)) return MakeList({});  // jinja2 does not iterate a false value
   PAGODA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
   size_t next = 0;
   std::string attr;
@@ -126,7 +127,6 @@ Result<Value> GetPath(Context& ctx, const Value& item, std::string_view attribut
     const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
                                                       [](char c) { return c >= '0' && c <= '9'; });
     const Value key = numeric ? Value::Int(std::stoll(part.substr(0, 18))) : Value::Str(part);
-    if (x.is_undefined()) return x;
     PAGODA_ASSIGN_OR_RETURN(x, GetItem(ctx, x, key));
     start = dot + 1;
   }
@@ -147,6 +147,7 @@ Result<Value> RejectAttr(Context& ctx, const Value& v, const Args& a) {
 }
 
 Result<Value> Map(Context& ctx, const Value& v, const Args& args) {
+  if (!Truthy(v)) return MakeList({});  // jinja2 does not iterate a false value
   PAGODA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
   std::vector<Value> out;
   if (args.positional.empty()) {
@@ -181,6 +182,9 @@ Result<Value> Sort(Context& ctx, const Value& v, const Args& args) {
   std::vector<std::pair<Value, Value>> pairs;
   for (const Value& item : items) {
     PAGODA_ASSIGN_OR_RETURN(Value key, SortKey(ctx, item, attr, cs));
+    if (attr.find(',') == std::string::npos) {  // jinja2's sort keys are lists of parts
+      PAGODA_ASSIGN_OR_RETURN(key, MakeList({std::move(key)}, true));
+    }
     pairs.emplace_back(std::move(key), item);
   }
   PAGODA_RETURN_IF_ERROR(SortPairs(&pairs, a[0] && Truthy(*a[0])));

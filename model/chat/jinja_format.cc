@@ -178,6 +178,8 @@ class PercentFormatter {
     } else {
       positional_ = {args};
       if (args.is(Value::Type::kDict)) mapping_ = &args.dict();
+      // Python treats any non-tuple object with __getitem__ as a mapping: no arguments left over.
+      lenient_ = args.is(Value::Type::kDict) || args.is(Value::Type::kList) || args.is_undefined();
     }
   }
 
@@ -197,7 +199,7 @@ class PercentFormatter {
       PAGODA_RETURN_IF_ERROR(ctx_.CheckStringSize(out.size() + piece.size()));
       out += piece;
     }
-    if (!used_mapping_ && next_ < positional_.size() && mapping_ == nullptr) {
+    if (next_ < positional_.size() && !lenient_) {
       return InvalidArgument("not all arguments converted during string formatting");
     }
     return out;
@@ -221,7 +223,7 @@ class PercentFormatter {
       const std::string key(fmt.substr(*i + 1, close - *i - 1));
       const Value* v = mapping_->Find(key);
       if (v == nullptr) return InvalidArgument("KeyError: '" + key + "'");
-      value = *v, have_value = true, used_mapping_ = true;
+      value = *v, have_value = true;
       *i = close + 1;
     }
     Spec spec;
@@ -268,7 +270,7 @@ class PercentFormatter {
   std::vector<Value> positional_;
   const Dict* mapping_ = nullptr;
   size_t next_ = 0;
-  bool used_mapping_ = false;
+  bool lenient_ = false;
 };
 
 // Parses a str.format spec: [[fill]align][sign][#][0][width][,][.precision][type].

@@ -20,7 +20,8 @@ Status Overflow() { return InvalidArgument("integer result too large (64-bit ove
 
 double PyFloorMod(double a, double b) {
   double m = std::fmod(a, b);
-  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  if (m == 0) return std::copysign(0.0, b);
+  if ((m < 0) != (b < 0)) m += b;
   return m;
 }
 
@@ -136,6 +137,7 @@ Result<Value> BinaryOp(Context& ctx, std::string_view op, const Value& a, const 
     x.Append(y);
     return Value::Str(std::move(x));
   }
+  if (op == "%" && a.is_string()) return PercentFormat(ctx, a, b);
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
   if (a.is_number() && b.is_number()) {
@@ -149,7 +151,6 @@ Result<Value> BinaryOp(Context& ctx, std::string_view op, const Value& a, const 
     if ((b.is_string() || b.is(Value::Type::kList)) && a.is_int())
       return Repeat(ctx, b, a.as_int());
   }
-  if (op == "%" && a.is_string()) return PercentFormat(ctx, a, b);
   return Unsupported(op, a, b);
 }
 

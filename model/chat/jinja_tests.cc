@@ -5,6 +5,7 @@
 #include "model/chat/jinja_access.h"
 #include "model/chat/jinja_builtins.h"
 #include "model/chat/jinja_operators.h"
+#include "model/chat/jinja_repr.h"
 #include "model/chat/jinja_unicode.h"
 
 namespace pagoda::jinja {
@@ -20,9 +21,7 @@ Result<Value> OneArg(std::string_view test, const Args& args) {
 
 template <bool (*Pred)(const Value&)>
 Result<bool> Simple(Context&, const Value& v, const Args& args) {
-  if (!args.positional.empty() || !args.keyword.empty()) {
-    return InvalidArgument("test takes no arguments");
-  }
+  PAGODA_RETURN_IF_ERROR(BindArgs("test", args, {}).status());
   return Pred(v);
 }
 
@@ -40,12 +39,15 @@ bool IsMapping(const Value& v) { return v.is(Type::kDict); }
 bool IsIterable(const Value& v) {
   return v.is_undefined() || v.is_string() || v.is(Type::kList) || v.is(Type::kDict);
 }
-bool IsCallable(const Value& v) { return v.is(Type::kFunc); }
+// An Undefined is callable in jinja2 (calling it fails).
+bool IsCallable(const Value& v) { return v.is(Type::kFunc) || v.is_undefined(); }
 bool IsEscaped(const Value&) { return false; }
 
+// str(value).islower() / isupper(), as jinja2's tests do.
 bool AllChars(const Value& v, bool (*pred)(char32_t), bool (*other_cased)(char32_t)) {
-  if (!v.is_string()) return false;
-  const std::string& s = v.str();
+  auto text = ToText(v);
+  if (!text.ok()) return false;
+  const std::string& s = text->str();
   bool cased = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = DecodeUtf8(s, &i);
@@ -62,8 +64,14 @@ Result<bool> Parity(const Value& v, int want) {
   if (v.is_int()) return ((v.as_int() % 2) + 2) % 2 == want;
   return std::fmod(std::fabs(v.as_double()), 2.0) == want;
 }
-Result<bool> Odd(Context&, const Value& v, const Args&) { return Parity(v, 1); }
-Result<bool> Even(Context&, const Value& v, const Args&) { return Parity(v, 0); }
+Result<bool> Odd(Context&, const Value& v, const Args& args) {
+  PAGODA_RETURN_IF_ERROR(BindArgs("odd", args, {}).status());
+  return Parity(v, 1);
+}
+Result<bool> Even(Context&, const Value& v, const Args& args) {
+  PAGODA_RETURN_IF_ERROR(BindArgs("even", args, {}).status());
+  return Parity(v, 0);
+}
 
 Result<bool> DivisibleBy(Context& ctx, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(Value n, OneArg("divisibleby", args));
@@ -71,7 +79,8 @@ Result<bool> DivisibleBy(Context& ctx, const Value& v, const Args& args) {
   return !Truthy(rem);
 }
 
-Result<bool> Sequence(Context&, const Value& v, const Args&) {
+Result<bool> Sequence(Context&, const Value& v, const Args& args) {
+  PAGODA_RETURN_IF_ERROR(BindArgs("sequence", args, {}).status());
   return v.is_undefined() || v.is_string() || v.is(Type::kList) || v.is(Type::kDict);
 }
 

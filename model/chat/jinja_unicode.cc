@@ -85,6 +85,15 @@ void AppendUpper(std::string* out, char32_t c) {
   }
 }
 
+// Title case: as upper case except 'ß', whose title case is "Ss".
+void AppendTitle(std::string* out, char32_t c) {
+  if (c == 0xDF) {
+    *out += "Ss";
+  } else {
+    AppendUtf8(out, UpperOf(c));
+  }
+}
+
 void AppendLower(std::string* out, char32_t c) {
   if (c == 0x130) {
     *out += "i\xCC\x87";  // 'İ'.lower() is 'i' + U+0307
@@ -179,9 +188,16 @@ bool IsPyPrintable(char32_t c) {
            c == 0xFFFF || c == 0xE0001 || InRange(c, 0xE0020, 0xE007F) || c >= 0xF0000);
 }
 
-bool IsPyUpper(char32_t c) { return LowerOf(c) != c || c == 0x130; }
+// Mathematical alphanumeric Latin letters (U+1D400..U+1D6A3): cased without a mapping, in
+// runs of 26 capitals then 26 small letters.
+bool IsMathLatin(char32_t c, bool upper) {
+  return InRange(c, 0x1D400, 0x1D6A3) && (((c - 0x1D400) % 52) < 26) == upper;
+}
+
+bool IsPyUpper(char32_t c) { return LowerOf(c) != c || c == 0x130 || IsMathLatin(c, true); }
 bool IsPyLower(char32_t c) {
-  return UpperOf(c) != c || c == 0xDF || c == 0x138 || c == 0x149 || c == 0xAA || c == 0xBA;
+  return UpperOf(c) != c || c == 0xDF || c == 0x138 || c == 0x149 || c == 0xAA || c == 0xBA ||
+         IsMathLatin(c, false);
 }
 
 bool IsPyAlpha(char32_t c) {
@@ -192,7 +208,7 @@ bool IsPyAlpha(char32_t c) {
                                     InRange(c, 0x1100, 0x11FF) || InRange(c, 0x3041, 0x3096) ||
                                     InRange(c, 0x30A1, 0x30FA) || InRange(c, 0x3400, 0x4DBF) ||
                                     InRange(c, 0x4E00, 0x9FFF) || InRange(c, 0xAC00, 0xD7A3) ||
-                                    InRange(c, 0x20000, 0x2FFFF));
+                                    InRange(c, 0x1D400, 0x1D7CB) || InRange(c, 0x20000, 0x2FFFF));
 }
 
 bool IsPyDigit(char32_t c) {
@@ -223,7 +239,7 @@ std::string PyTitle(std::string_view s) {
     if (prev_cased) {
       AppendLower(&out, c);
     } else {
-      AppendUpper(&out, c);
+      AppendTitle(&out, c);
     }
     prev_cased = IsCased(c);
   }
@@ -237,7 +253,7 @@ std::string PyCapitalize(std::string_view s) {
     const bool first = i == 0;
     const char32_t c = DecodeUtf8(s, &i);
     if (first) {
-      AppendUpper(&out, c);
+      AppendTitle(&out, c);
     } else {
       AppendLower(&out, c);
     }

@@ -100,6 +100,8 @@ Result<std::string> HashKeyAt(const Value& v, int depth) {
     }
     case Value::Type::kNone:
       return std::string("n");
+    case Value::Type::kUndefined:  // jinja2's Undefined hashes by type: all are one key
+      return std::string("u");
     case Value::Type::kList:
       if (v.list().tuple) {
         std::string key = "t(";
