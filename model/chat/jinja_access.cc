@@ -75,6 +75,36 @@ Result<std::optional<int64_t>> SliceBound(const Value& v) {
   return std::optional<int64_t>(v.as_int());
 }
 
+// loop.index, loop.first, ... of a for loop's `loop` object.
+Value LoopAttr(const Value& loop, std::string_view name) {
+  const Object& o = loop.object();
+  const int64_t n = static_cast<int64_t>(o.items->size());
+  const int64_t i = static_cast<int64_t>(o.index);
+  if (name == "index") return Value::Int(i + 1);
+  if (name == "index0") return Value::Int(i);
+  if (name == "revindex") return Value::Int(n - i);
+  if (name == "revindex0") return Value::Int(n - i - 1);
+  if (name == "first") return Value::Bool(i == 0);
+  if (name == "last") return Value::Bool(i == n - 1);
+  if (name == "length") return Value::Int(n);
+  if (name == "depth") return Value::Int(1);
+  if (name == "depth0") return Value::Int(0);
+  if (name == "previtem" && i > 0) return (*o.items)[i - 1];
+  if (name == "nextitem" && i + 1 < n) return (*o.items)[i + 1];
+  if (name == "cycle") {
+    auto f = std::make_shared<Callable>();
+    f->kind = Callable::Kind::kLoopCycle;
+    f->name = "cycle";
+    f->self = Value::Int(i);
+    return Value(Value::Variant(CallablePtr(std::move(f))));
+  }
+  if (name == "previtem" || name == "nextitem") {
+    return Value::MakeUndefined("there is no " +
+                                std::string(name == "previtem" ? "previous" : "next") + " item");
+  }
+  return NoAttribute(loop, name);
+}
+
 }  // namespace
 
 Status UndefinedError(const Value& undefined) {
@@ -108,6 +138,7 @@ Result<Value> GetAttr(const Value& obj, std::string_view name) {
       if (In(kListUnsafe, name)) return Unsafe(obj, name);
       return NoAttribute(obj, name);
     case Value::Type::kObject: {
+      if (obj.object().kind == Object::Kind::kLoop) return LoopAttr(obj, name);
       if (const Value* v = obj.object().attrs.Find(name)) return *v;
       return NoAttribute(obj, name);
     }
@@ -183,6 +214,8 @@ Result<Value> GetSlice(Context& ctx, const Value& obj, const Value& start, const
 }
 
 Result<std::vector<Value>> Iterate(Context& ctx, const Value& v) {
+  if (v.is(Value::Type::kList)) PAGODA_RETURN_IF_ERROR(ctx.Work(v.list().items.size()));
+  if (v.is(Value::Type::kDict)) PAGODA_RETURN_IF_ERROR(ctx.Work(v.dict().size()));
   switch (v.type()) {
     case Value::Type::kUndefined:
       return std::vector<Value>();

@@ -1,5 +1,6 @@
 #include "model/chat/jinja_context.h"
 
+#include <algorithm>
 #include <ctime>
 
 namespace pagoda::jinja {
@@ -76,15 +77,25 @@ Result<std::vector<std::optional<Value>>> BindArgs(std::string_view fn, const Ar
 }
 
 Context::Context(const RenderOptions& options)
-    : options_(options), now_(options.now ? *options.now : LocalNow()) {}
+    : options_(options),
+      now_(options.now ? *options.now : LocalNow()),
+      deadline_(std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(options.limits.max_milliseconds)) {}
 
 Context::~Context() {
   for (const ObjectPtr& o : objects_) o->attrs = Dict();
 }
 
-Status Context::Step() {
-  if (++steps_ > options_.limits.max_steps) {
+Status Context::Work(uint64_t units) {
+  steps_ += static_cast<int64_t>(std::min<uint64_t>(units, INT64_MAX / 4));
+  if (steps_ > options_.limits.max_steps) {
     return LimitError("evaluation steps", options_.limits.max_steps);
+  }
+  if (steps_ >= next_clock_check_) {  // the clock is read every 4096 steps
+    next_clock_check_ = steps_ + 4096;
+    if (std::chrono::steady_clock::now() > deadline_) {
+      return LimitError("milliseconds of rendering time", options_.limits.max_milliseconds);
+    }
   }
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 // Internal to the renderer.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -43,6 +44,9 @@ Result<std::vector<std::optional<Value>>> BindArgs(std::string_view fn, const Ar
                                                    std::initializer_list<std::string_view> params,
                                                    size_t required = 0);
 
+// Steps charged per dict entry built (hashing and indexing cost more than a list item).
+inline constexpr uint64_t kDictEntryWork = 16;
+
 class Context {
  public:
   explicit Context(const RenderOptions& options);
@@ -51,7 +55,8 @@ class Context {
   const RenderOptions& options() const { return options_; }
   const CivilTime& now() const { return now_; }
 
-  Status Step();                           // one expression or statement evaluated
+  Status Step() { return Work(1); }        // one expression or statement evaluated
+  Status Work(uint64_t units);             // `units` steps' worth (items copied, compared)
   Status Iteration();                      // one loop iteration
   Status CheckStringSize(uint64_t bytes);  // a string about to be built
   Status CheckListSize(uint64_t items);    // a list about to be built
@@ -66,6 +71,8 @@ class Context {
  private:
   const RenderOptions& options_;
   CivilTime now_;
+  std::chrono::steady_clock::time_point deadline_;
+  int64_t next_clock_check_ = 0;
   int64_t steps_ = 0, iterations_ = 0, built_bytes_ = 0;
   int call_depth_ = 0;
   std::vector<ObjectPtr> objects_;

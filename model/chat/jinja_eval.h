@@ -31,7 +31,6 @@ class Evaluator {
   Result<Flow> ExecCallBlock(const Stmt& s, const ScopePtr& scope, Text* out);
   Result<Flow> ExecWith(const Stmt& s, const ScopePtr& scope, Text* out);
   Result<std::vector<Value>> LoopItems(const Stmt& s, const ScopePtr& scope);
-  Result<Value> MakeLoopObject(const std::vector<Value>& items, size_t i);
   // Renders s.bodies[0] in a frame of its own, through the filter chain `filters` if not null.
   Result<Value> Capture(const Stmt& s, const Expr* filters, const ScopePtr& scope);
   Status Write(const Value& v, Text* out);

@@ -110,9 +110,17 @@ Result<Value> Evaluator::EvalCompare(const Expr& e, const ScopePtr& scope) {
   PAGODA_ASSIGN_OR_RETURN(Value left, Eval(*e.items[0], scope));
   for (size_t i = 0; i < e.ops.size(); ++i) {
     PAGODA_ASSIGN_OR_RETURN(Value right, Eval(*e.items[i + 1], scope));
-    if (e.ops[i] == "in" || e.ops[i] == "not in") {
-      const Value& hay = right;
-      if (hay.is_string()) PAGODA_RETURN_IF_ERROR(ctx_.Built(hay.str().size()));
+    if (e.ops[i] == "==" || e.ops[i] == "!=") {  // linear in the containers compared
+      for (const Value* v : {&left, &right}) {
+        if (v->is(Value::Type::kList)) PAGODA_RETURN_IF_ERROR(ctx_.Work(v->list().items.size()));
+        if (v->is(Value::Type::kDict)) PAGODA_RETURN_IF_ERROR(ctx_.Work(v->dict().size()));
+      }
+    }
+    if (e.ops[i] == "in" || e.ops[i] == "not in") {  // linear in the container
+      if (right.is_string()) PAGODA_RETURN_IF_ERROR(ctx_.Built(right.str().size()));
+      if (right.is(Value::Type::kList)) {
+        PAGODA_RETURN_IF_ERROR(ctx_.Work(right.list().items.size()));
+      }
     }
     PAGODA_ASSIGN_OR_RETURN(bool ok, CompareOp(e.ops[i], left, right));
     if (!ok) return Value::Bool(false);

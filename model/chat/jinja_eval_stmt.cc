@@ -1,4 +1,5 @@
 // Statement execution of the Evaluator.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -121,40 +122,27 @@ Result<std::vector<Value>> Evaluator::LoopItems(const Stmt& s, const ScopePtr& s
   return kept;
 }
 
-Result<Value> Evaluator::MakeLoopObject(const std::vector<Value>& items, size_t i) {
-  const int64_t n = static_cast<int64_t>(items.size());
-  const int64_t k = static_cast<int64_t>(i);
-  ObjectPtr loop = ctx_.NewObject(Object::Kind::kLoop);
-  auto cycle = std::make_shared<Callable>();
-  cycle->kind = Callable::Kind::kLoopCycle;
-  cycle->name = "cycle";
-  cycle->self = Value::Int(k);
-  const std::pair<const char*, Value> attrs[] = {
-      {"index", Value::Int(k + 1)},    {"index0", Value::Int(k)},
-      {"revindex", Value::Int(n - k)}, {"revindex0", Value::Int(n - k - 1)},
-      {"first", Value::Bool(k == 0)},  {"last", Value::Bool(k == n - 1)},
-      {"length", Value::Int(n)},       {"depth", Value::Int(1)},
-      {"depth0", Value::Int(0)},       {"cycle", Value(Value::Variant(CallablePtr(cycle)))},
-  };
-  for (const auto& [name, v] : attrs) PAGODA_RETURN_IF_ERROR(loop->attrs.Set(Value::Str(name), v));
-  if (i > 0) PAGODA_RETURN_IF_ERROR(loop->attrs.Set(Value::Str("previtem"), items[i - 1]));
-  if (k + 1 < n) PAGODA_RETURN_IF_ERROR(loop->attrs.Set(Value::Str("nextitem"), items[i + 1]));
-  return Value(Value::Variant(ObjectPtr(std::move(loop))));
-}
-
 Result<Flow> Evaluator::ExecFor(const Stmt& s, const ScopePtr& scope, Text* out) {
-  PAGODA_ASSIGN_OR_RETURN(std::vector<Value> items, LoopItems(s, scope));
-  if (items.empty()) {
+  PAGODA_ASSIGN_OR_RETURN(std::vector<Value> list, LoopItems(s, scope));
+  auto items = std::make_shared<const std::vector<Value>>(std::move(list));
+  int depth = 0;
+  for (const Value& v : *items) depth = std::max(depth, DepthOf(v));
+  if (depth + 1 > kMaxNesting) return InvalidArgument("loop items nested too deeply");
+  if (items->empty()) {
     PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(s.bodies[1], ChildScope(scope, Missing(s, 1)), out));
     (void)f;
     return Flow::kNormal;
   }
-  for (size_t i = 0; i < items.size(); ++i) {
+  for (size_t i = 0; i < items->size(); ++i) {
     PAGODA_RETURN_IF_ERROR(ctx_.Iteration());
     ScopePtr iteration = ChildScope(scope, Missing(s, 0));
-    PAGODA_RETURN_IF_ERROR(Assign(s.target, items[i], iteration));
-    PAGODA_ASSIGN_OR_RETURN(Value loop, MakeLoopObject(items, i));
-    iteration->Set("loop", std::move(loop));
+    PAGODA_RETURN_IF_ERROR(Assign(s.target, (*items)[i], iteration));
+    auto loop = std::make_shared<Object>();
+    loop->kind = Object::Kind::kLoop;
+    loop->items = items;
+    loop->index = i;
+    loop->depth = depth + 1;
+    iteration->Set("loop", Value(Value::Variant(ObjectPtr(std::move(loop)))));
     PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(s.bodies[0], iteration, out));
     if (f == Flow::kBreak) break;
   }

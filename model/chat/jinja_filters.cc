@@ -81,9 +81,10 @@ Result<Value> Replace(Context& ctx, const Value& v, const Args& args) {
   return CallMethod(ctx, Value::Str(std::move(t)), "replace", args);
 }
 
-Result<Value> Items(Context&, const Value& v, const Args&) {
+Result<Value> Items(Context& ctx, const Value& v, const Args&) {
   if (v.is_undefined()) return MakeList({});
   if (!v.is(Type::kDict)) return InvalidArgument("Can only get item pairs from a mapping.");
+  PAGODA_RETURN_IF_ERROR(ctx.Work(v.dict().size() * 2));
   std::vector<Value> pairs;
   for (const auto& [k, x] : v.dict().entries()) {
     PAGODA_ASSIGN_OR_RETURN(Value pair, MakeList({k, x}, true));

@@ -78,7 +78,10 @@ Result<Value> SortKey(Context& ctx, const Value& item, const std::string& attrib
 }
 
 // Stable sort of (key, item) pairs by key with Python ordering; the first comparison error wins.
-Status SortPairs(std::vector<std::pair<Value, Value>>* pairs, bool reverse) {
+Status SortPairs(Context& ctx, std::vector<std::pair<Value, Value>>* pairs, bool reverse) {
+  uint64_t log2n = 1;
+  while ((uint64_t{1} << log2n) < pairs->size()) ++log2n;
+  PAGODA_RETURN_IF_ERROR(ctx.Work(pairs->size() * log2n));
   Status error;
   std::stable_sort(pairs->begin(), pairs->end(), [&](const auto& a, const auto& b) {
     if (!error.ok()) return false;
@@ -187,13 +190,13 @@ Result<Value> Sort(Context& ctx, const Value& v, const Args& args) {
     }
     pairs.emplace_back(std::move(key), item);
   }
-  PAGODA_RETURN_IF_ERROR(SortPairs(&pairs, a[0] && Truthy(*a[0])));
+  PAGODA_RETURN_IF_ERROR(SortPairs(ctx, &pairs, a[0] && Truthy(*a[0])));
   std::vector<Value> out;
   for (auto& p : pairs) out.push_back(std::move(p.second));
   return MakeList(std::move(out));
 }
 
-Result<Value> DictSort(Context&, const Value& v, const Args& args) {
+Result<Value> DictSort(Context& ctx, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("dictsort", args, {"case_sensitive", "by", "reverse"}));
   if (!v.is(Type::kDict)) return InvalidArgument("dictsort: a mapping is required");
   const bool cs = a[0] && Truthy(*a[0]);
@@ -201,12 +204,13 @@ Result<Value> DictSort(Context&, const Value& v, const Args& args) {
   if (!by.empty() && by != "key" && by != "value") {
     return InvalidArgument("You can only sort by either \"key\" or \"value\"");
   }
+  PAGODA_RETURN_IF_ERROR(ctx.Work(v.dict().size() * 4));
   std::vector<std::pair<Value, Value>> pairs;
   for (const auto& [k, x] : v.dict().entries()) {
     PAGODA_ASSIGN_OR_RETURN(Value pair, MakeList({k, x}, true));
     pairs.emplace_back(IgnoreCase(by == "value" ? x : k, cs), std::move(pair));
   }
-  PAGODA_RETURN_IF_ERROR(SortPairs(&pairs, a[2] && Truthy(*a[2])));
+  PAGODA_RETURN_IF_ERROR(SortPairs(ctx, &pairs, a[2] && Truthy(*a[2])));
   std::vector<Value> out;
   for (auto& p : pairs) out.push_back(std::move(p.second));
   return MakeList(std::move(out));
@@ -217,6 +221,7 @@ Result<Value> Unique(Context& ctx, const Value& v, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(std::string attr, OptionalString(a[1]));
   const bool cs = a[0] && Truthy(*a[0]);
   PAGODA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx, v));
+  PAGODA_RETURN_IF_ERROR(ctx.Work(items.size() * kDictEntryWork));
   Dict seen;
   std::vector<Value> out;
   for (const Value& item : items) {
@@ -264,7 +269,7 @@ Result<Value> GroupBy(Context& ctx, const Value& v, const Args& args) {
     if (x.is_undefined() && a[1]) x = *a[1];
     pairs.emplace_back(IgnoreCase(x, cs), item);
   }
-  PAGODA_RETURN_IF_ERROR(SortPairs(&pairs, false));
+  PAGODA_RETURN_IF_ERROR(SortPairs(ctx, &pairs, false));
   std::vector<Value> groups;
   for (size_t i = 0; i < pairs.size();) {
     size_t j = i;

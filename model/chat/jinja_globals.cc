@@ -35,6 +35,7 @@ Result<Value> Range(Context& ctx, const Args& args) {
   PAGODA_RETURN_IF_ERROR(
       ctx.CheckListSize(static_cast<uint64_t>(std::min<__int128>(len, UINT64_MAX))));
   const uint64_t n = static_cast<uint64_t>(len);
+  PAGODA_RETURN_IF_ERROR(ctx.Work(n));
   PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(n));
   std::vector<Value> items;
   items.reserve(n);
@@ -71,6 +72,7 @@ Result<std::vector<std::pair<Value, Value>>> Entries(std::string_view fn, const 
 
 Result<Value> Namespace(Context& ctx, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto entries, Entries("namespace", args));
+  PAGODA_RETURN_IF_ERROR(ctx.Work(entries.size() * kDictEntryWork));
   ObjectPtr ns = ctx.NewObject(Object::Kind::kNamespace);
   for (auto& [k, v] : entries) {
     if (!k.is_string()) return InvalidArgument("namespace keys must be strings");
@@ -110,6 +112,7 @@ Result<Value> CallGlobal(Context& ctx, std::string_view name, const Args& args) 
   if (name == "range") return Range(ctx, args);
   if (name == "dict") {
     PAGODA_ASSIGN_OR_RETURN(auto entries, Entries("dict", args));
+    PAGODA_RETURN_IF_ERROR(ctx.Work(entries.size() * kDictEntryWork));
     return MakeDict(std::move(entries));
   }
   if (name == "namespace") return Namespace(ctx, args);

@@ -428,7 +428,7 @@ Result<Value> StrMethod(Context& ctx, const Value& self, std::string_view name, 
   return Unimplemented("str." + std::string(name) + "() is not supported");
 }
 
-Result<Value> DictMethod(const Value& self, std::string_view name, const Args& args) {
+Result<Value> DictMethod(Context& ctx, const Value& self, std::string_view name, const Args& args) {
   const Dict& d = self.dict();
   if (name == "get") {
     PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("get", args, {"key", "default"}, 1));
@@ -437,6 +437,7 @@ Result<Value> DictMethod(const Value& self, std::string_view name, const Args& a
   }
   PAGODA_RETURN_IF_ERROR(BindArgs(name, args, {}).status());
   if (name == "copy") return self;
+  PAGODA_RETURN_IF_ERROR(ctx.Work(d.size() * 2));
   std::vector<Value> out;
   for (const auto& [k, v] : d.entries()) {
     if (name == "keys") {
@@ -451,10 +452,11 @@ Result<Value> DictMethod(const Value& self, std::string_view name, const Args& a
   return MakeList(std::move(out));
 }
 
-Result<Value> ListMethod(const Value& self, std::string_view name, const Args& args) {
+Result<Value> ListMethod(Context& ctx, const Value& self, std::string_view name, const Args& args) {
   if (name == "copy") return self;
   PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs(name, args, {"value"}, 1));
   const auto& items = self.list().items;
+  PAGODA_RETURN_IF_ERROR(ctx.Work(items.size()));
   int64_t count = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     if (!Equals(items[i], *a[0])) continue;
@@ -473,9 +475,9 @@ Result<Value> CallMethod(Context& ctx, const Value& self, std::string_view name,
     case Type::kString:
       return StrMethod(ctx, self, name, args);
     case Type::kDict:
-      return DictMethod(self, name, args);
+      return DictMethod(ctx, self, name, args);
     case Type::kList:
-      return ListMethod(self, name, args);
+      return ListMethod(ctx, self, name, args);
     default:
       return InvalidArgument("'" + TypeName(self) + "' object has no method " + std::string(name));
   }

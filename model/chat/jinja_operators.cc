@@ -100,6 +100,7 @@ Result<Value> Repeat(Context& ctx, const Value& seq, int64_t n) {
   }
   const auto& items = seq.list().items;
   PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(static_cast<uint64_t>(items.size()) * n));
+  PAGODA_RETURN_IF_ERROR(ctx.Work(static_cast<uint64_t>(items.size()) * n));
   std::vector<Value> out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
   return MakeList(std::move(out), seq.list().tuple);
@@ -116,6 +117,7 @@ Result<Value> Concat(Context& ctx, const Value& a, const Value& b) {
     const auto& x = a.list().items;
     const auto& y = b.list().items;
     PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(x.size() + y.size()));
+    PAGODA_RETURN_IF_ERROR(ctx.Work(x.size() + y.size()));
     std::vector<Value> out(x);
     out.insert(out.end(), y.begin(), y.end());
     return MakeList(std::move(out), a.list().tuple);

@@ -52,10 +52,8 @@ Status ReprDict(const Dict& d, int depth, std::string* out) {
 
 Status ReprObject(const Object& o, int depth, std::string* out) {
   if (o.kind == Object::Kind::kLoop) {
-    const Value* index = o.attrs.Find("index");
-    const Value* length = o.attrs.Find("length");
-    *out += "<LoopContext " + std::to_string(index ? index->as_int() : 0) + "/" +
-            std::to_string(length ? length->as_int() : 0) + ">";
+    *out +=
+        "<LoopContext " + std::to_string(o.index + 1) + "/" + std::to_string(o.items->size()) + ">";
     return Status::Ok();
   }
   *out += "<Namespace ";

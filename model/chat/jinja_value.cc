@@ -167,7 +167,7 @@ int DepthOf(const Value& v) {
     case Value::Type::kDict:
       return v.dict().depth;
     case Value::Type::kObject:
-      return 1;
+      return v.object().depth;
     case Value::Type::kFunc:
       return v.func().depth;
     default:

@@ -104,11 +104,15 @@ class Dict {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// namespace() objects (mutable attributes) and the `loop` variable (read-only).
+// namespace() objects (mutable attributes) and a for loop's `loop` variable (read-only, its
+// attributes computed from the position in `items`).
 struct Object {
   enum class Kind { kNamespace, kLoop };
   Kind kind = Kind::kNamespace;
-  Dict attrs;
+  Dict attrs;                                       // kNamespace
+  std::shared_ptr<const std::vector<Value>> items;  // kLoop: what the loop visits
+  size_t index = 0;                                 // kLoop: loop.index0
+  int depth = 1;                                    // kLoop: 1 + the depth of the deepest item
 };
 
 struct Callable {
