@@ -53,6 +53,12 @@ TEST(JinjaCases, EveryReferenceCaseMatches) {
     } else {
       ASSERT_TRUE(r.ok()) << id << ": " << r.status().ToString();
       EXPECT_EQ(r->text, c["expected"].get<std::string>()) << id;
+      size_t at = 0;  // the segments tile the text
+      for (const Segment& s : r->segments) {
+        EXPECT_EQ(s.offset, at) << id;
+        at += s.length;
+      }
+      EXPECT_EQ(at, r->text.size()) << id;
       ++rendered;
     }
   }
