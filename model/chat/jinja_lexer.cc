@@ -127,6 +127,32 @@ int HexValue(char c) {
   return -1;
 }
 
+// The one-character escapes (\n, \t, \', ...): appends the character; false for others.
+bool SimpleEscape(char c, std::string* out) {
+  static constexpr std::string_view kFrom = "\\'\"abfnrtv";
+  static constexpr std::string_view kTo = "\\'\"\a\b\f\n\r\t\v";
+  const size_t at = kFrom.find(c);
+  if (at == std::string_view::npos) return false;
+  out->push_back(kTo[at]);
+  return true;
+}
+
+// \xhh, \uhhhh, \Uhhhhhhhh at body[*i] (the letter); advances *i to the last digit.
+Status HexEscape(std::string_view body, size_t* i, std::string* out) {
+  const char c = body[*i];
+  const int width = c == 'x' ? 2 : (c == 'u' ? 4 : 8);
+  char32_t v = 0;
+  for (int k = 1; k <= width; ++k) {
+    const int h = *i + k < body.size() ? HexValue(body[*i + k]) : -1;
+    if (h < 0) return InvalidArgument(std::string("truncated \\") + c + " escape");
+    v = v * 16 + static_cast<char32_t>(h);
+  }
+  if (v > 0x10FFFF) return InvalidArgument("illegal Unicode character");
+  *i += width;
+  AppendUtf8(out, v);
+  return Status::Ok();
+}
+
 // Python's unicode-escape decoding of a string literal's body.
 Result<std::string> Unescape(std::string_view body) {
   std::string out;
@@ -137,38 +163,7 @@ Result<std::string> Unescape(std::string_view body) {
       continue;
     }
     const char c = body[++i];
-    switch (c) {
-      case '\n':
-        continue;  // line continuation
-      case '\\':
-      case '\'':
-      case '"':
-        out += c;
-        continue;
-      case 'a':
-        out += '\a';
-        continue;
-      case 'b':
-        out += '\b';
-        continue;
-      case 'f':
-        out += '\f';
-        continue;
-      case 'n':
-        out += '\n';
-        continue;
-      case 'r':
-        out += '\r';
-        continue;
-      case 't':
-        out += '\t';
-        continue;
-      case 'v':
-        out += '\v';
-        continue;
-      default:
-        break;
-    }
+    if (c == '\n' || SimpleEscape(c, &out)) continue;  // backslash-newline continues the line
     if (c >= '0' && c <= '7') {
       int v = 0, n = 0;
       for (; n < 3 && i < body.size() && body[i] >= '0' && body[i] <= '7'; ++n, ++i) {
@@ -176,24 +171,14 @@ Result<std::string> Unescape(std::string_view body) {
       }
       --i;
       AppendUtf8(&out, static_cast<char32_t>(v));
-      continue;
+    } else if (c == 'x' || c == 'u' || c == 'U') {
+      PAGODA_RETURN_IF_ERROR(HexEscape(body, &i, &out));
+    } else if (c == 'N') {
+      return InvalidArgument("\\N{...} escapes are not supported");
+    } else {
+      out += '\\';  // an unknown escape stays as it is
+      out += c;
     }
-    const int width = c == 'x' ? 2 : (c == 'u' ? 4 : (c == 'U' ? 8 : 0));
-    if (width > 0) {
-      char32_t v = 0;
-      for (int k = 1; k <= width; ++k) {
-        const int h = i + k < body.size() ? HexValue(body[i + k]) : -1;
-        if (h < 0) return InvalidArgument(std::string("truncated \\") + c + " escape");
-        v = v * 16 + static_cast<char32_t>(h);
-      }
-      if (v > 0x10FFFF) return InvalidArgument("illegal Unicode character");
-      i += width;
-      AppendUtf8(&out, v);
-      continue;
-    }
-    if (c == 'N') return InvalidArgument("\\N{...} escapes are not supported");
-    out += '\\';  // an unknown escape stays as it is
-    out += c;
   }
   return out;
 }

@@ -237,40 +237,10 @@ Result<ExprPtr> Parser::ParseUnary(bool with_filter) {
 }
 
 Result<ExprPtr> Parser::ParsePrimary() {
-  const Token& t = Cur();
-  ExprPtr e = NewExpr(ExprKind::kLiteral, t.line);
-  switch (t.kind) {
-    case TokenKind::kName:
-      if (t.text == "true" || t.text == "True" || t.text == "false" || t.text == "False") {
-        e->value = Value::Bool(t.text == "true" || t.text == "True");
-      } else if (t.text == "none" || t.text == "None") {
-        e->value = Value::NoneValue();
-      } else {
-        e->kind = ExprKind::kName;
-        e->name = t.text;
-        NoteName(t.text);
-      }
-      Next();
-      return e;
-    case TokenKind::kString: {
-      std::string s;
-      while (Cur().kind == TokenKind::kString) {
-        s += Cur().text;
-        Next();
-      }
-      e->value = Value::Str(std::move(s));
-      return e;
-    }
-    case TokenKind::kInt:
-      e->value = Value::Int(t.int_value);
-      Next();
-      return e;
-    case TokenKind::kFloat:
-      e->value = Value::Float(t.float_value);
-      Next();
-      return e;
-    default:
-      break;
+  const TokenKind k = Cur().kind;
+  if (k == TokenKind::kName || k == TokenKind::kString || k == TokenKind::kInt ||
+      k == TokenKind::kFloat) {
+    return ParseAtom();
   }
   if (IsOp("(")) {
     Next();
@@ -280,7 +250,37 @@ Result<ExprPtr> Parser::ParsePrimary() {
   }
   if (IsOp("[")) return ParseList();
   if (IsOp("{")) return ParseDict();
-  return Error("unexpected '" + Describe(t) + "'");
+  return Error("unexpected '" + Describe(Cur()) + "'");
+}
+
+// A name (true / false / none are literals), adjacent strings (concatenated) or a number.
+Result<ExprPtr> Parser::ParseAtom() {
+  const Token& t = Cur();
+  ExprPtr e = NewExpr(ExprKind::kLiteral, t.line);
+  if (t.kind == TokenKind::kString) {
+    std::string s;
+    while (Cur().kind == TokenKind::kString) {
+      s += Cur().text;
+      Next();
+    }
+    e->value = Value::Str(std::move(s));
+    return e;
+  }
+  if (t.kind == TokenKind::kInt) {
+    e->value = Value::Int(t.int_value);
+  } else if (t.kind == TokenKind::kFloat) {
+    e->value = Value::Float(t.float_value);
+  } else if (t.text == "true" || t.text == "True" || t.text == "false" || t.text == "False") {
+    e->value = Value::Bool(t.text == "true" || t.text == "True");
+  } else if (t.text == "none" || t.text == "None") {
+    e->value = Value::NoneValue();
+  } else {
+    e->kind = ExprKind::kName;
+    e->name = t.text;
+    NoteName(t.text);
+  }
+  Next();
+  return e;
 }
 
 Result<ExprPtr> Parser::ParseList() {

@@ -74,6 +74,7 @@ class Parser {
   Result<ExprPtr> ParsePow();
   Result<ExprPtr> ParseUnary(bool with_filter);
   Result<ExprPtr> ParsePrimary();
+  Result<ExprPtr> ParseAtom();
   Result<ExprPtr> ParseList();
   Result<ExprPtr> ParseDict();
   Result<ExprPtr> ParsePostfix(ExprPtr node);

@@ -251,8 +251,10 @@ const ConstructCase kCases[] = {
 };
 
 nlohmann::ordered_json Variables() {
-  return nlohmann::ordered_json::parse(
-      R"({"name": "Ann", "n": 3, "items": [3, 1, 2], "d": {"b": 2, "a": 1}, "msgs": [{"role": "system", "content": " sys \n"}, {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "Bye"}]})");
+  return nlohmann::ordered_json::parse(R"({
+    "name": "Ann", "n": 3, "items": [3, 1, 2], "d": {"b": 2, "a": 1},
+    "msgs": [{"role": "system", "content": " sys \n"}, {"role": "user", "content": "Hi"},
+             {"role": "assistant", "content": "Yo"}, {"role": "user", "content": "Bye"}]})");
 }
 
 RenderOptions FixedClock() {

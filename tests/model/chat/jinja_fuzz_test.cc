@@ -41,6 +41,17 @@ nlohmann::ordered_json FuzzVariables() {
   return nlohmann::ordered_json::object();
 }
 
+// Fragments inserted by the mutator: delimiters, keywords, broken UTF-8, expensive statements.
+constexpr const char* kTokens[] = {
+    // clang-format off
+    "{%", "%}", "{{", "}}", "{#", "#}", "-", "+", "(", ")", "[", "]", "{", "}", "|", ".", "'", "\"",
+    "\\", " if ", " for x in ", "endfor", "endif", " else ", "endmacro", "{% endfor %}",
+    "{% if x %}", "{% raw %}", "{% endraw %}", " is ", " not ", "loop.", "namespace(", "caller()",
+    "\n", "\xff", "\xc3", "\xe2\x82", "**", "//", "%", "~", ",", "{% set x = x ~ x %}",
+    "{% for x in range(99) %}", "{% macro m(a) %}{{ m(a) }}",
+    // clang-format on
+};
+
 class Mutator {
  public:
   explicit Mutator(uint32_t seed) : rng_(seed) {}
@@ -61,52 +72,6 @@ class Mutator {
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
 
   std::string MutateOnce(std::string s) {
-    static const char* kTokens[] = {"{%",
-                                    "%}",
-                                    "{{",
-                                    "}}",
-                                    "{#",
-                                    "#}",
-                                    "-",
-                                    "+",
-                                    "(",
-                                    ")",
-                                    "[",
-                                    "]",
-                                    "{",
-                                    "}",
-                                    "|",
-                                    ".",
-                                    "'",
-                                    "\"",
-                                    "\\",
-                                    " if ",
-                                    " for x in ",
-                                    "endfor",
-                                    "endif",
-                                    " else ",
-                                    "endmacro",
-                                    "{% endfor %}",
-                                    "{% if x %}",
-                                    "{% raw %}",
-                                    "{% endraw %}",
-                                    " is ",
-                                    " not ",
-                                    "loop.",
-                                    "namespace(",
-                                    "caller()",
-                                    "\n",
-                                    "\xff",
-                                    "\xc3",
-                                    "\xe2\x82",
-                                    "**",
-                                    "//",
-                                    "%",
-                                    "~",
-                                    ",",
-                                    "{% set x = x ~ x %}",
-                                    "{% for x in range(99) %}",
-                                    "{% macro m(a) %}{{ m(a) }}"};
     const size_t pos = s.empty() ? 0 : static_cast<size_t>(Int(0, static_cast<int>(s.size())));
     switch (Int(0, 4)) {
       case 0:  // delete a range
