@@ -44,7 +44,7 @@ struct RenderLimits {
   int64_t max_output_bytes = 32 << 20;           // the output, and any one string or macro result
   int64_t max_total_bytes = int64_t{512} << 20;  // bytes of all strings built during a render
   int64_t max_loop_iterations = 1'000'000;       // over the whole render; also the longest list
-  int64_t max_steps = 20'000'000;     // evaluated expressions and statements, items copied
+  int64_t max_steps = 10'000'000;     // evaluated expressions and statements, items copied
   int max_call_depth = 64;            // nested macro / caller calls
   int64_t max_milliseconds = 10'000;  // wall-clock backstop for a whole render
 };
