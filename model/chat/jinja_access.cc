@@ -162,11 +162,11 @@ Result<Value> GetItem(Context& ctx, const Value& obj, const Value& key) {
         if (i < 0) i += static_cast<int64_t>(items.size());
         if (i >= 0 && i < static_cast<int64_t>(items.size())) return items[i];
       } else {
-        PAGODA_RETURN_IF_ERROR(ctx.Step());
-        const std::vector<size_t> off = CodePointOffsets(obj.str());
-        const int64_t n = static_cast<int64_t>(off.size()) - 1;
-        if (i < 0) i += n;
-        if (i >= 0 && i < n) return Value::Str(obj.text().Sub(off[i], off[i + 1]));
+        const std::string& s = obj.str();
+        PAGODA_RETURN_IF_ERROR(ctx.Built(s.size()));  // a linear scan
+        if (i < 0) i += static_cast<int64_t>(CountCodePoints(s));
+        const size_t b = i < 0 ? s.size() : CodePointToByte(s, static_cast<size_t>(i));
+        if (b < s.size()) return Value::Str(obj.text().Sub(b, CodePointToByte(s, 1, b)));
       }
       return Value::MakeUndefined("'" + TypeName(obj) + " object' has no element " +
                                   std::to_string(key.as_int()));
@@ -192,14 +192,21 @@ Result<Value> GetSlice(Context& ctx, const Value& obj, const Value& start, const
   if (!is_list && !obj.is_string()) {
     return InvalidArgument("'" + TypeName(obj) + "' object is not subscriptable");
   }
-  std::vector<size_t> off;
-  if (!is_list) off = CodePointOffsets(obj.str());
   const int64_t len = is_list ? static_cast<int64_t>(obj.list().items.size())
-                              : static_cast<int64_t>(off.size()) - 1;
+                              : static_cast<int64_t>(CountCodePoints(obj.str()));
   int64_t lo = 0, hi = 0;
   AdjustSlice(len, s, b0, b1, &lo, &hi);
   PAGODA_RETURN_IF_ERROR(ctx.Built(is_list ? 0 : obj.str().size()));
-  if (!is_list && s == 1) return Value::Str(obj.text().Sub(off[lo], off[std::max(lo, hi)]));
+  if (!is_list && s == 1) {  // the common case, without an offset table
+    const size_t b = CodePointToByte(obj.str(), static_cast<size_t>(lo));
+    const size_t e = CodePointToByte(obj.str(), static_cast<size_t>(std::max(lo, hi) - lo), b);
+    return Value::Str(obj.text().Sub(b, e));
+  }
+  std::vector<size_t> off;
+  if (!is_list) {
+    PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(static_cast<uint64_t>(len)));
+    off = CodePointOffsets(obj.str());
+  }
   std::vector<Value> items;
   Text text;
   for (int64_t i = lo; s > 0 ? i < hi : i > hi; i += s) {
@@ -229,6 +236,7 @@ Result<std::vector<Value>> Iterate(Context& ctx, const Value& v) {
     }
     case Value::Type::kString:
       PAGODA_RETURN_IF_ERROR(ctx.Built(v.str().size()));
+      PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(CountCodePoints(v.str())));
       return Characters(v.text());
     default:
       return InvalidArgument("'" + TypeName(v) + "' object is not iterable");

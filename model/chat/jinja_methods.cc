@@ -40,48 +40,52 @@ Result<Value> Strip(const Value& self, const Args& args, bool left, bool right) 
     return whitespace ? IsPySpace(c) : std::find(chars.begin(), chars.end(), c) != chars.end();
   };
   const std::string& s = self.str();
-  const std::vector<size_t> off = CodePointOffsets(s);
-  size_t b = 0, e = off.size() - 1;
-  auto cp = [&](size_t k) {
-    size_t at = off[k];
-    return DecodeUtf8(s, &at);
-  };
-  if (left) {
-    while (b < e && strip_char(cp(b))) ++b;
+  size_t b = 0;
+  while (left && b < s.size()) {
+    size_t next = b;
+    if (!strip_char(DecodeUtf8(s, &next))) break;
+    b = next;
   }
-  if (right) {
-    while (e > b && strip_char(cp(e - 1))) --e;
+  size_t e = s.size();
+  if (right) {  // the end of the last character kept
+    e = b;
+    for (size_t i = b; i < s.size();) {
+      if (!strip_char(DecodeUtf8(s, &i))) e = i;
+    }
   }
-  return Value::Str(self.text().Sub(off[b], off[e]));
+  return Value::Str(self.text().Sub(b, e));
 }
 
-// Splits at runs of whitespace (sep=None): Python's str.split() / rsplit().
-std::vector<std::pair<size_t, size_t>> SplitWhitespace(const std::string& s, int64_t maxsplit,
-                                                       bool from_right) {
+// Splits at runs of whitespace (sep=None) from the left: Python's str.split().
+std::vector<std::pair<size_t, size_t>> SplitWhitespace(const std::string& s, int64_t maxsplit) {
   std::vector<std::pair<size_t, size_t>> words;  // byte ranges
+  auto skip = [&](size_t i, bool space) {        // past the run of (non-)space at i
+    for (size_t next = i; i < s.size(); i = next) {
+      if (IsPySpace(DecodeUtf8(s, &next)) != space) break;
+    }
+    return i;
+  };
+  for (size_t i = skip(0, true); i < s.size(); i = skip(i, true)) {
+    if (maxsplit >= 0 && static_cast<int64_t>(words.size()) == maxsplit) {
+      words.emplace_back(i, s.size());
+      break;
+    }
+    const size_t start = i;
+    i = skip(i, false);
+    words.emplace_back(start, i);
+  }
+  return words;
+}
+
+// str.rsplit(None, maxsplit): from the right.
+std::vector<std::pair<size_t, size_t>> RSplitWhitespace(const std::string& s, int64_t maxsplit) {
+  std::vector<std::pair<size_t, size_t>> words;
   const std::vector<size_t> off = CodePointOffsets(s);
   auto space = [&](size_t k) {
     size_t at = off[k];
     return IsPySpace(DecodeUtf8(s, &at));
   };
-  const size_t n = off.size() - 1;
-  if (!from_right) {
-    size_t k = 0;
-    while (k < n) {
-      while (k < n && space(k)) ++k;
-      if (k == n) break;
-      if (maxsplit >= 0 && static_cast<int64_t>(words.size()) == maxsplit) {
-        size_t end = n;
-        words.emplace_back(off[k], off[end]);
-        break;
-      }
-      const size_t start = k;
-      while (k < n && !space(k)) ++k;
-      words.emplace_back(off[start], off[k]);
-    }
-    return words;
-  }
-  size_t k = n;
+  size_t k = off.size() - 1;
   while (k > 0) {
     while (k > 0 && space(k - 1)) --k;
     if (k == 0) break;
@@ -105,7 +109,8 @@ Result<Value> Split(Context& ctx, const Value& self, const Args& args, bool from
   PAGODA_RETURN_IF_ERROR(ctx.Built(s.size()));
   std::vector<std::pair<size_t, size_t>> ranges;
   if (!a[0] || a[0]->is_none()) {
-    ranges = SplitWhitespace(s, maxsplit, from_right);
+    ranges =
+        from_right && maxsplit >= 0 ? RSplitWhitespace(s, maxsplit) : SplitWhitespace(s, maxsplit);
   } else {
     PAGODA_ASSIGN_OR_RETURN(std::string sep, StrArg(a[0], "separator"));
     if (sep.empty()) return InvalidArgument("empty separator");
@@ -115,6 +120,7 @@ Result<Value> Split(Context& ctx, const Value& self, const Args& args, bool from
              (at = s.find(sep, start)) != std::string::npos) {
         ranges.emplace_back(start, at);
         start = at + sep.size();
+        PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(ranges.size()));
       }
       ranges.emplace_back(start, s.size());
     } else {
@@ -125,17 +131,19 @@ Result<Value> Split(Context& ctx, const Value& self, const Args& args, bool from
         if (at == std::string::npos) break;
         ranges.emplace_back(at + sep.size(), end);
         end = at;
+        PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(ranges.size()));
       }
       ranges.emplace_back(0, end);
       std::reverse(ranges.begin(), ranges.end());
     }
   }
+  PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(ranges.size()));
   std::vector<Value> parts;
   for (const auto& [b, e] : ranges) parts.push_back(Value::Str(self.text().Sub(b, e)));
   return MakeList(std::move(parts));
 }
 
-Result<Value> SplitLines(const Value& self, const Args& args) {
+Result<Value> SplitLines(Context& ctx, const Value& self, const Args& args) {
   PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("splitlines", args, {"keepends"}));
   const bool keep = a[0] && Truthy(*a[0]);
   const std::string& s = self.str();
@@ -148,6 +156,7 @@ Result<Value> SplitLines(const Value& self, const Args& args) {
     if (c == '\r' && i < s.size() && s[i] == '\n') ++i;
     lines.push_back(Value::Str(self.text().Sub(start, keep ? i : at)));
     start = i;
+    PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(lines.size()));
   }
   if (start < s.size()) lines.push_back(Value::Str(self.text().Sub(start, s.size())));
   return MakeList(std::move(lines));
@@ -156,6 +165,9 @@ Result<Value> SplitLines(const Value& self, const Args& args) {
 // The code-point range [start, end) of Python's optional start / end arguments, as bytes.
 Result<std::pair<size_t, size_t>> ByteRange(const std::string& s, const std::optional<Value>& start,
                                             const std::optional<Value>& end) {
+  if ((!start || start->is_none()) && (!end || end->is_none())) {
+    return std::make_pair(size_t{0}, s.size());
+  }
   const std::vector<size_t> off = CodePointOffsets(s);
   const int64_t n = static_cast<int64_t>(off.size()) - 1;
   auto bound = [&](const std::optional<Value>& v, int64_t dflt) -> Result<int64_t> {
@@ -304,6 +316,7 @@ Result<Value> Join(Context& ctx, const Value& self, const Args& args) {
   } else if (a[0]->is(Type::kDict)) {
     for (const auto& [k, v] : a[0]->dict().entries()) items.push_back(k);
   } else if (a[0]->is_string()) {
+    PAGODA_RETURN_IF_ERROR(ctx.CheckListSize(CountCodePoints(a[0]->str())));
     Text t = a[0]->text();
     for (size_t i = 0; i < t.size();) {
       const size_t at = i;
@@ -403,7 +416,7 @@ Result<Value> StrMethod(Context& ctx, const Value& self, std::string_view name, 
   if (name == "rstrip") return Strip(self, args, false, true);
   if (name == "split") return Split(ctx, self, args, false);
   if (name == "rsplit") return Split(ctx, self, args, true);
-  if (name == "splitlines") return SplitLines(self, args);
+  if (name == "splitlines") return SplitLines(ctx, self, args);
   if (name == "startswith") return StartsEnds(self, args, false);
   if (name == "endswith") return StartsEnds(self, args, true);
   if (name == "upper") return CaseMethod<PyUpper>(self);

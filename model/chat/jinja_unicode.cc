@@ -173,6 +173,12 @@ std::vector<size_t> CodePointOffsets(std::string_view s) {
   return offsets;
 }
 
+size_t CodePointToByte(std::string_view s, size_t k, size_t from) {
+  size_t i = from;
+  for (size_t n = 0; n < k && i < s.size(); ++n) DecodeUtf8(s, &i);
+  return i;
+}
+
 bool IsPySpace(char32_t c) {
   return InRange(c, 0x09, 0x0D) || InRange(c, 0x1C, 0x20) || c == 0x85 || c == 0xA0 ||
          c == 0x1680 || InRange(c, 0x2000, 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||

@@ -22,6 +22,8 @@ void AppendUtf8(std::string* out, char32_t c);
 size_t CountCodePoints(std::string_view s);
 // Byte offset of every code point of `s`, plus s.size() at the end (n + 1 entries).
 std::vector<size_t> CodePointOffsets(std::string_view s);
+// Byte offset of code point `k` of `s` scanning from byte `from` (s.size() when past the end).
+size_t CodePointToByte(std::string_view s, size_t k, size_t from = 0);
 
 bool IsPySpace(char32_t c);      // str.isspace()
 bool IsPyPrintable(char32_t c);  // str.isprintable() (non-printable: controls, separators, ...)

@@ -103,6 +103,9 @@ TEST(JinjaLimits, HugeLoopsStop) {
       "{% set ns.l = ns.l + ns.l %}{% endfor %}",
       kLimit, "items in one list");
   ExpectFails("{{ [1] * 1000000000 }}", kLimit, "items in one list");
+  ExpectFails("{% for c in 'x' * 2000000 %}{% endfor %}", kLimit, "items in one list");
+  ExpectFails("{{ ('a,' * 5000000).split(',')|length }}", kLimit, "items in one list");
+  ExpectFails("{{ ('a\n' * 5000000).splitlines()|length }}", kLimit, "items in one list");
   // Quadratic copying is charged by the items copied.
   ExpectFails(
       "{% set ns = namespace(l=[]) %}{% for i in range(1000000) %}"
