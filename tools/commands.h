@@ -14,5 +14,6 @@ void RegisterServe(CLI::App& app, int* exit_code);
 void RegisterHealth(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterQuantize(CLI::App& app, int* exit_code);
+void RegisterRenderTemplate(CLI::App& app, int* exit_code);
 
 }  // namespace pagoda::cli

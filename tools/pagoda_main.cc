@@ -1,4 +1,5 @@
-// `pagoda`: the single CLI binary (generate, tokenize, inspect, make-model; later serve, bench).
+// `pagoda`: the single CLI binary (serve, generate, bench, inspect, tokenize, make-model,
+// quantize, health, render-template).
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   pagoda::cli::RegisterHealth(app, &exit_code);
   pagoda::cli::RegisterBench(app, &exit_code);
   pagoda::cli::RegisterQuantize(app, &exit_code);
+  pagoda::cli::RegisterRenderTemplate(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
