@@ -26,6 +26,7 @@ inline constexpr int kMaxNesting = 128;
 
 struct Scope;
 struct MacroDef;
+struct Stmt;
 struct List;
 class Dict;
 struct Object;
@@ -113,6 +114,9 @@ struct Object {
   std::shared_ptr<const std::vector<Value>> items;  // kLoop: what the loop visits
   size_t index = 0;                                 // kLoop: loop.index0
   int depth = 1;                                    // kLoop: 1 + the depth of the deepest item
+  int loop_depth = 1;                               // kLoop: loop.depth (recursive loops)
+  const Stmt* loop_stmt = nullptr;                  // kLoop of a `recursive` loop: loop(items)
+  std::weak_ptr<Scope> loop_scope;                  //   runs it again in this scope
 };
 
 struct Callable {

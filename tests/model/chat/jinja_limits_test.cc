@@ -158,6 +158,8 @@ TEST(JinjaLimits, RunawayRecursionStops) {
   const StatusCode kLimit = StatusCode::kResourceExhausted;
   ExpectFails("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", kLimit,
               "nested macro calls");
+  ExpectFails("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", kLimit,
+              "nested macro calls");
   ExpectFails(
       "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
       "{% endmacro %}{{ f(60) }}",
