@@ -216,6 +216,11 @@ Result<Value> Evaluator::Call(const Value& callee, const Args& args) {
   if (callee.is(Value::Type::kObject) && callee.object().kind == Object::Kind::kLoop) {
     return CallLoop(callee.object(), args);
   }
+  if (callee.is(Value::Type::kObject) && callee.object().kind == Object::Kind::kJoiner) {
+    PAGODA_RETURN_IF_ERROR(BindArgs("joiner", args, {}).status());
+    Object& j = callee.object();
+    return std::exchange(j.used, true) ? j.separator : Value::Str("");
+  }
   if (!callee.is(Value::Type::kFunc)) {
     return InvalidArgument("'" + TypeName(callee) + "' object is not callable");
   }

@@ -42,7 +42,7 @@ bool IsIterable(const Value& v) {
 // An Undefined is callable in jinja2 (calling it fails).
 bool IsCallable(const Value& v) {
   return v.is(Type::kFunc) || v.is_undefined() ||
-         (v.is(Type::kObject) && v.object().kind == Object::Kind::kLoop);
+         (v.is(Type::kObject) && v.object().kind != Object::Kind::kNamespace);
 }
 bool IsEscaped(const Value&) { return false; }
 

@@ -179,6 +179,10 @@ TEST(JinjaLimits, SelfReferencingValuesFailCleanly) {
       "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
       "{% set ns.l = [ns.l] %}{% endfor %}",
       kInvalid, "nested more than 128 levels");
+  ExpectFails(
+      "{% set ns = namespace(j=1) %}{% for i in range(100000) %}"
+      "{% set ns.j = joiner(ns.j) %}{% endfor %}",
+      kInvalid, "nested too deeply");
   // A long chain of namespaces is built and released without deep recursion.
   const Outcome chain = RunTemplate(
       "{% set st = namespace(t=namespace()) %}{% set head = st.t %}"
