@@ -43,7 +43,7 @@ Result<ScopePtr> RootScope(const nlohmann::ordered_json& variables, const Render
   for (const auto& [name, json] : variables.items()) {
     const auto& trusted = options.template_variables;
     const bool content = std::find(trusted.begin(), trusted.end(), name) == trusted.end();
-    auto v = ValueFromJson(json, content);
+    auto v = ValueFromJson(json, content, options.template_keys);
     if (!v.ok()) return v.status().WithPrefix("variable '" + name + "'");
     root->Set(name, std::move(v).value());
   }

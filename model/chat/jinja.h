@@ -11,7 +11,9 @@
 // absent. The output comes with segments marking which bytes the template itself produced
 // (kTemplate) and which came from the variables (kContent), so a tokenizer can recognise
 // special tokens in template text only. Strings of RenderOptions::template_variables (by
-// default bos_token and eos_token) count as template text.
+// default bos_token and eos_token) and of template_keys (by default messages' "role", which
+// templates paste into special tokens: '<|' + role + '|>') count as template text; a caller
+// must then accept only known roles.
 //
 // Sandboxed: no I/O, and every render is bounded by RenderLimits (output size, loop iterations,
 // evaluation steps, macro call depth, bytes built), each exceeded limit a clear error.
@@ -52,7 +54,9 @@ struct RenderLimits {
 struct RenderOptions {
   std::optional<CivilTime> now;  // strftime_now's clock; the local time when unset
   RenderLimits limits;
+  // Variables whose strings are template text, and dict keys whose string values are.
   std::vector<std::string> template_variables = {"bos_token", "eos_token"};
+  std::vector<std::string> template_keys = {"role"};
 };
 
 enum class SegmentKind { kTemplate, kContent };

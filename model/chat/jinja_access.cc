@@ -87,8 +87,8 @@ Value LoopAttr(const Value& loop, std::string_view name) {
   if (name == "first") return Value::Bool(i == 0);
   if (name == "last") return Value::Bool(i == n - 1);
   if (name == "length") return Value::Int(n);
-  if (name == "depth") return Value::Int(1);
-  if (name == "depth0") return Value::Int(0);
+  if (name == "depth") return Value::Int(o.loop_depth);
+  if (name == "depth0") return Value::Int(o.loop_depth - 1);
   if (name == "previtem" && i > 0) return (*o.items)[i - 1];
   if (name == "nextitem" && i + 1 < n) return (*o.items)[i + 1];
   if (name == "cycle") {

@@ -80,7 +80,7 @@ enum class StmtKind {
   kText,         // text
   kOutput,       // {{ exprs[0] }}
   kIf,           // exprs: conditions; bodies: one per condition, plus the else body
-  kFor,          // target in exprs[0] [if exprs[1]]; bodies[0] loop body, bodies[1] else
+  kFor,          // target in exprs[0] [if exprs[1]] [recursive]; bodies[0] body, bodies[1] else
   kSet,          // target = exprs[0]
   kSetBlock,     // target = rendered bodies[0], through the filter chain exprs[0] if not null
   kMacro,        // macro
@@ -104,6 +104,7 @@ struct Stmt {
   Target target;
   std::vector<std::string> with_names;
   std::unique_ptr<MacroDef> macro;
+  bool recursive = false;  // kFor: `for ... recursive`, loop(items) renders the body again
 };
 
 }  // namespace pagoda::jinja

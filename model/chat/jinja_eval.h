@@ -30,7 +30,10 @@ class Evaluator {
   Result<Flow> ExecFor(const Stmt& s, const ScopePtr& scope, Text* out);
   Result<Flow> ExecCallBlock(const Stmt& s, const ScopePtr& scope, Text* out);
   Result<Flow> ExecWith(const Stmt& s, const ScopePtr& scope, Text* out);
-  Result<std::vector<Value>> LoopItems(const Stmt& s, const ScopePtr& scope);
+  Result<std::vector<Value>> LoopItems(const Stmt& s, const ScopePtr& scope, const Value& iterable);
+  Status RunLoop(const Stmt& s, const ScopePtr& scope, const Value& iterable, int loop_depth,
+                 Text* out);
+  Result<Value> CallLoop(const Object& loop, const Args& args);
   // Renders s.bodies[0] in a frame of its own, through the filter chain `filters` if not null.
   Result<Value> Capture(const Stmt& s, const Expr* filters, const ScopePtr& scope);
   Status Write(const Value& v, Text* out);

@@ -197,8 +197,30 @@ Status Evaluator::CountBuilt(const Value& result, const Value& input) {
   return ctx_.Built(result.str().size());
 }
 
+// loop(items) in a `recursive` loop: the loop body over `items`, one level deeper.
+Result<Value> Evaluator::CallLoop(const Object& loop, const Args& args) {
+  if (loop.loop_stmt == nullptr) return InvalidArgument("Tried to call non recursive loop");
+  PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("loop", args, {"iterable"}, 1));
+  ScopePtr scope = loop.loop_scope.lock();
+  if (!scope) return InvalidArgument("the recursive loop has ended");
+  PAGODA_RETURN_IF_ERROR(ctx_.EnterCall());
+  Text out;
+  Status st = RunLoop(*loop.loop_stmt, scope, *a[0], loop.loop_depth + 1, &out);
+  ctx_.LeaveCall();
+  if (!st.ok()) return st;
+  return Value::Str(std::move(out));
+}
+
 Result<Value> Evaluator::Call(const Value& callee, const Args& args) {
   if (callee.is_undefined()) return UndefinedError(callee);
+  if (callee.is(Value::Type::kObject) && callee.object().kind == Object::Kind::kLoop) {
+    return CallLoop(callee.object(), args);
+  }
+  if (callee.is(Value::Type::kObject) && callee.object().kind == Object::Kind::kJoiner) {
+    PAGODA_RETURN_IF_ERROR(BindArgs("joiner", args, {}).status());
+    Object& j = callee.object();
+    return std::exchange(j.used, true) ? j.separator : Value::Str("");
+  }
   if (!callee.is(Value::Type::kFunc)) {
     return InvalidArgument("'" + TypeName(callee) + "' object is not callable");
   }

@@ -106,9 +106,10 @@ Result<Flow> Evaluator::ExecIf(const Stmt& s, const ScopePtr& scope, Text* out) 
   return Flow::kNormal;
 }
 
-// The items a for loop visits, after its inline `if` filter (evaluated with the target bound).
-Result<std::vector<Value>> Evaluator::LoopItems(const Stmt& s, const ScopePtr& scope) {
-  PAGODA_ASSIGN_OR_RETURN(Value iterable, Eval(*s.exprs[0], scope));
+// The items of `iterable` a for loop visits, after its inline `if` filter (evaluated with the
+// target bound).
+Result<std::vector<Value>> Evaluator::LoopItems(const Stmt& s, const ScopePtr& scope,
+                                                const Value& iterable) {
   PAGODA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(ctx_, iterable));
   if (!s.exprs[1]) return items;
   std::vector<Value> kept;
@@ -123,15 +124,21 @@ Result<std::vector<Value>> Evaluator::LoopItems(const Stmt& s, const ScopePtr& s
 }
 
 Result<Flow> Evaluator::ExecFor(const Stmt& s, const ScopePtr& scope, Text* out) {
-  PAGODA_ASSIGN_OR_RETURN(std::vector<Value> list, LoopItems(s, scope));
+  PAGODA_ASSIGN_OR_RETURN(Value iterable, Eval(*s.exprs[0], scope));
+  PAGODA_RETURN_IF_ERROR(RunLoop(s, scope, iterable, 1, out));
+  return Flow::kNormal;
+}
+
+// One run of a for loop over `iterable` (loop.depth `loop_depth`; > 1 for loop(...) calls).
+Status Evaluator::RunLoop(const Stmt& s, const ScopePtr& scope, const Value& iterable,
+                          int loop_depth, Text* out) {
+  PAGODA_ASSIGN_OR_RETURN(std::vector<Value> list, LoopItems(s, scope, iterable));
   auto items = std::make_shared<const std::vector<Value>>(std::move(list));
   int depth = 0;
   for (const Value& v : *items) depth = std::max(depth, DepthOf(v));
   if (depth + 1 > kMaxNesting) return InvalidArgument("loop items nested too deeply");
   if (items->empty()) {
-    PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(s.bodies[1], ChildScope(scope, Missing(s, 1)), out));
-    (void)f;
-    return Flow::kNormal;
+    return ExecBody(s.bodies[1], ChildScope(scope, Missing(s, 1)), out).status();
   }
   for (size_t i = 0; i < items->size(); ++i) {
     PAGODA_RETURN_IF_ERROR(ctx_.Iteration());
@@ -142,11 +149,13 @@ Result<Flow> Evaluator::ExecFor(const Stmt& s, const ScopePtr& scope, Text* out)
     loop->items = items;
     loop->index = i;
     loop->depth = depth + 1;
+    loop->loop_depth = loop_depth;
+    if (s.recursive) loop->loop_stmt = &s, loop->loop_scope = scope;
     iteration->Set("loop", Value(Value::Variant(ObjectPtr(std::move(loop)))));
     PAGODA_ASSIGN_OR_RETURN(Flow f, ExecBody(s.bodies[0], iteration, out));
     if (f == Flow::kBreak) break;
   }
-  return Flow::kNormal;
+  return Status::Ok();
 }
 
 Result<Flow> Evaluator::ExecCallBlock(const Stmt& s, const ScopePtr& scope, Text* out) {

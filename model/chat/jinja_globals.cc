@@ -12,8 +12,8 @@
 namespace pagoda::jinja {
 namespace {
 
-constexpr std::string_view kGlobals[] = {"range", "dict", "namespace", "raise_exception",
-                                         "strftime_now"};
+constexpr std::string_view kGlobals[] = {"range",           "dict",         "namespace",
+                                         "raise_exception", "strftime_now", "joiner"};
 
 Result<Value> Range(Context& ctx, const Args& args) {
   if (!args.keyword.empty()) return InvalidArgument("range() takes no keyword arguments");
@@ -118,6 +118,15 @@ Result<Value> CallGlobal(Context& ctx, std::string_view name, const Args& args) 
   if (name == "namespace") return Namespace(ctx, args);
   if (name == "raise_exception") return RaiseException(args);
   if (name == "strftime_now") return StrftimeNow(ctx, args);
+  if (name == "joiner") {  // "" on its first call, then the separator
+    PAGODA_ASSIGN_OR_RETURN(auto a, BindArgs("joiner", args, {"sep"}));
+    auto j = std::make_shared<Object>();
+    j->kind = Object::Kind::kJoiner;
+    j->separator = a[0] ? *a[0] : Value::Str(", ");
+    j->depth = DepthOf(j->separator) + 1;
+    if (j->depth > kMaxNesting) return InvalidArgument("joiner separator nested too deeply");
+    return Value(Value::Variant(ObjectPtr(std::move(j))));
+  }
   return InvalidArgument("'" + std::string(name) + "' is undefined");
 }
 

@@ -170,7 +170,8 @@ class Dumper {
   std::string out_;
 };
 
-Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool content, int depth) {
+Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool content,
+                         const std::vector<std::string>& template_keys, int depth) {
   if (depth > kMaxNesting) {
     return InvalidArgument("variables nested more than " + std::to_string(kMaxNesting) +
                            " levels deep");
@@ -198,7 +199,7 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool content, int dept
       std::vector<Value> items;
       items.reserve(j.size());
       for (const auto& x : j) {
-        PAGODA_ASSIGN_OR_RETURN(Value v, FromJsonAt(x, content, depth + 1));
+        PAGODA_ASSIGN_OR_RETURN(Value v, FromJsonAt(x, content, template_keys, depth + 1));
         items.push_back(std::move(v));
       }
       return MakeList(std::move(items));
@@ -207,7 +208,10 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool content, int dept
       std::vector<std::pair<Value, Value>> entries;
       entries.reserve(j.size());
       for (const auto& [k, x] : j.items()) {
-        PAGODA_ASSIGN_OR_RETURN(Value v, FromJsonAt(x, content, depth + 1));
+        const bool trusted =
+            std::find(template_keys.begin(), template_keys.end(), k) != template_keys.end();
+        PAGODA_ASSIGN_OR_RETURN(Value v,
+                                FromJsonAt(x, content && !trusted, template_keys, depth + 1));
         entries.emplace_back(Value::Str(k, content), std::move(v));
       }
       return MakeDict(std::move(entries));
@@ -225,8 +229,9 @@ Result<std::string> DumpJson(const Value& v, const JsonDumpOptions& options) {
   return d.Take();
 }
 
-Result<Value> ValueFromJson(const nlohmann::ordered_json& j, bool content) {
-  return FromJsonAt(j, content, 0);
+Result<Value> ValueFromJson(const nlohmann::ordered_json& j, bool content,
+                            const std::vector<std::string>& template_keys) {
+  return FromJsonAt(j, content, template_keys, 0);
 }
 
 }  // namespace pagoda::jinja

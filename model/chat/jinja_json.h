@@ -25,7 +25,9 @@ struct JsonDumpOptions {
 Result<std::string> DumpJson(const Value& v, const JsonDumpOptions& options);
 
 // A JSON document as a value; its strings (dict keys included) are marked content when
-// `content`. Errors: nesting beyond kMaxNesting.
-Result<Value> ValueFromJson(const nlohmann::ordered_json& j, bool content);
+// `content`, except what lies under a dict key listed in `template_keys`. Errors: nesting
+// beyond kMaxNesting.
+Result<Value> ValueFromJson(const nlohmann::ordered_json& j, bool content,
+                            const std::vector<std::string>& template_keys = {});
 
 }  // namespace pagoda::jinja

@@ -1,6 +1,6 @@
 // Jinja's operators with Python semantics: arithmetic on int (64-bit, overflow is an error) and
-// float, string / list concatenation and repetition, `~`, comparisons and membership, and
-// printf-style `%` formatting of strings. Internal to the renderer.
+// float, string / list concatenation and repetition, `~`, comparisons and membership; `str %
+// args` goes to model/chat/jinja_format.h. Internal to the renderer.
 #pragma once
 
 #include <string_view>

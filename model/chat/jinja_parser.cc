@@ -257,7 +257,7 @@ Result<StmtPtr> Parser::ParseFor(int line) {
   if (SkipName("if")) {
     PAGODA_ASSIGN_OR_RETURN(stmt->exprs[1], ParseExpression());
   }
-  if (IsName("recursive")) return Error("recursive loops are not supported");
+  stmt->recursive = SkipName("recursive");
   ++loop_depth_;
   auto body = ParseStatements({"endfor", "else"}, false);
   --loop_depth_;

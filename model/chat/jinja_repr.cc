@@ -51,6 +51,10 @@ Status ReprDict(const Dict& d, int depth, std::string* out) {
 }
 
 Status ReprObject(const Object& o, int depth, std::string* out) {
+  if (o.kind == Object::Kind::kJoiner) {
+    *out += "<Joiner>";
+    return Status::Ok();
+  }
   if (o.kind == Object::Kind::kLoop) {
     *out +=
         "<LoopContext " + std::to_string(o.index + 1) + "/" + std::to_string(o.items->size()) + ">";

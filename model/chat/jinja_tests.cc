@@ -40,7 +40,10 @@ bool IsIterable(const Value& v) {
   return v.is_undefined() || v.is_string() || v.is(Type::kList) || v.is(Type::kDict);
 }
 // An Undefined is callable in jinja2 (calling it fails).
-bool IsCallable(const Value& v) { return v.is(Type::kFunc) || v.is_undefined(); }
+bool IsCallable(const Value& v) {
+  return v.is(Type::kFunc) || v.is_undefined() ||
+         (v.is(Type::kObject) && v.object().kind != Object::Kind::kNamespace);
+}
 bool IsEscaped(const Value&) { return false; }
 
 // str(value).islower() / isupper(), as jinja2's tests do.

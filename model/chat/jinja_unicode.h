@@ -1,11 +1,11 @@
 // UTF-8 decoding and the Python character classes the Jinja renderer needs (str.isspace,
 // str.isprintable, case mapping).
 //
-// Strings are UTF-8; an invalid byte decodes as a code point of its own (U+0080..U+00FF range
-// is NOT used for it: it decodes to 0xDC00 + byte, like Python's surrogateescape) so that
-// lengths, indexing and slicing never fail on bad input and re-encoding gives the byte back.
-// Case mapping covers ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic and full-width Latin;
-// other scripts are left unchanged (a documented simplification of Python's full tables).
+// Strings are UTF-8; an invalid byte decodes as a code point of its own, 0xDC00 + byte (like
+// Python's surrogateescape), so that lengths, indexing and slicing never fail on bad input and
+// re-encoding gives the byte back. Case mapping covers ASCII, Latin-1, Latin Extended-A and
+// Additional, Greek, Cyrillic, Armenian and full-width Latin (mathematical letters are cased
+// without a mapping); other scripts are left unchanged, a simplification of Python's tables.
 #pragma once
 
 #include <cstddef>

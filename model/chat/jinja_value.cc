@@ -242,7 +242,14 @@ std::string TypeName(const Value& v) {
     case Value::Type::kDict:
       return "dict";
     case Value::Type::kObject:
-      return v.object().kind == Object::Kind::kLoop ? "LoopContext" : "Namespace";
+      switch (v.object().kind) {
+        case Object::Kind::kLoop:
+          return "LoopContext";
+        case Object::Kind::kJoiner:
+          return "Joiner";
+        default:
+          return "Namespace";
+      }
     case Value::Type::kFunc:
       return v.func().kind == Callable::Kind::kMacro ? "Macro" : "builtin_function_or_method";
   }

@@ -26,6 +26,7 @@ inline constexpr int kMaxNesting = 128;
 
 struct Scope;
 struct MacroDef;
+struct Stmt;
 struct List;
 class Dict;
 struct Object;
@@ -104,15 +105,20 @@ class Dict {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// namespace() objects (mutable attributes) and a for loop's `loop` variable (read-only, its
-// attributes computed from the position in `items`).
+// namespace() objects (mutable attributes), a for loop's `loop` variable (read-only, its
+// attributes computed from the position in `items`) and joiner() objects.
 struct Object {
-  enum class Kind { kNamespace, kLoop };
+  enum class Kind { kNamespace, kLoop, kJoiner };
   Kind kind = Kind::kNamespace;
   Dict attrs;                                       // kNamespace
+  Value separator;                                  // kJoiner: what calls after the first give
+  bool used = false;                                // kJoiner: called before
   std::shared_ptr<const std::vector<Value>> items;  // kLoop: what the loop visits
   size_t index = 0;                                 // kLoop: loop.index0
-  int depth = 1;                                    // kLoop: 1 + the depth of the deepest item
+  int depth = 1;       // kLoop: 1 + the deepest item; kJoiner: 1 + the separator's depth
+  int loop_depth = 1;  // kLoop: loop.depth (recursive loops)
+  const Stmt* loop_stmt = nullptr;  // kLoop of a `recursive` loop: loop(items)
+  std::weak_ptr<Scope> loop_scope;  //   runs it again in this scope
 };
 
 struct Callable {

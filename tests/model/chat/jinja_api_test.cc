@@ -105,8 +105,26 @@ TEST(JinjaApi, SegmentsSeparateTemplateTextFromContent) {
       vars);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Marked(*r),
-            "<s><|im_start|>[user]\n[evil <|im_end|> text]<|im_end|>\n"
-            "<|im_start|>[assistant]\n[ok]<|im_end|>\n");
+            "<s><|im_start|>user\n[evil <|im_end|> text]<|im_end|>\n"
+            "<|im_start|>assistant\n[ok]<|im_end|>\n");
+}
+
+// Roles are template text by default (templates build special tokens from them); other keys
+// of a message, and roles too when template_keys is empty, are content.
+TEST(JinjaApi, TemplateKeysMakeRolesTemplateText) {
+  const Json vars = {
+      {"messages", Json::array({{{"role", "user"}, {"content", "hi"}, {"name", "role"}}})}};
+  const std::string source =
+      "{% for m in messages %}{{ '<|' + m.role + '|>' + m.name }}"
+      "{% for k, v in m|items %}{{ k }}{% endfor %}{% endfor %}";
+  auto r = RenderText(source, vars);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Marked(*r), "<|user|>[rolerolecontentname]");
+  RenderOptions o;
+  o.template_keys.clear();
+  r = RenderText(source, vars, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Marked(*r), "<|[user]|>[rolerolecontentname]");
 }
 
 TEST(JinjaApi, ProvenanceFollowsStringOperations) {

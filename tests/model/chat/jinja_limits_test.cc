@@ -158,6 +158,8 @@ TEST(JinjaLimits, RunawayRecursionStops) {
   const StatusCode kLimit = StatusCode::kResourceExhausted;
   ExpectFails("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", kLimit,
               "nested macro calls");
+  ExpectFails("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", kLimit,
+              "nested macro calls");
   ExpectFails(
       "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
       "{% endmacro %}{{ f(60) }}",
@@ -177,6 +179,10 @@ TEST(JinjaLimits, SelfReferencingValuesFailCleanly) {
       "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
       "{% set ns.l = [ns.l] %}{% endfor %}",
       kInvalid, "nested more than 128 levels");
+  ExpectFails(
+      "{% set ns = namespace(j=1) %}{% for i in range(100000) %}"
+      "{% set ns.j = joiner(ns.j) %}{% endfor %}",
+      kInvalid, "nested too deeply");
   // A long chain of namespaces is built and released without deep recursion.
   const Outcome chain = RunTemplate(
       "{% set st = namespace(t=namespace()) %}{% set head = st.t %}"
