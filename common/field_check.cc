@@ -10,6 +10,12 @@ std::string DescribeRange(const IntRange& range) {
   return "an integer in " + min + ".." + max;
 }
 
+std::string DescribeChoices(std::span<const std::string_view> choices) {
+  std::string s = "one of ";
+  for (size_t i = 0; i < choices.size(); ++i) s += (i > 0 ? ", " : "") + std::string(choices[i]);
+  return s;
+}
+
 Status CheckRange(std::string_view key, int64_t value, const IntRange& range) {
   if (range.Contains(value)) return Status::Ok();
   return InvalidArgument(std::string(key) + ": expected " + DescribeRange(range) + ", got " +

@@ -56,12 +56,7 @@ std::string_view EnumName(EnumNames<E> names, E value) {
   return "?";
 }
 
-// "one of a, b, c".
-template <typename E>
-std::string DescribeEnum(EnumNames<E> names) {
-  std::string s = "one of ";
-  for (size_t i = 0; i < names.size(); ++i) s += (i > 0 ? ", " : "") + std::string(names[i].first);
-  return s;
-}
+// "one of a, b, c" (the expectation of a key that takes one of `choices`).
+std::string DescribeChoices(std::span<const std::string_view> choices);
 
 }  // namespace pagoda

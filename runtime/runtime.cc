@@ -6,7 +6,7 @@
 namespace pagoda {
 namespace {
 
-// The first key of `section` whose value differs from its default, for the ignored-key check.
+// An error naming `key` when the selected backend would ignore its (non-default) value.
 Status RejectIgnored(bool differs, std::string_view key, std::string_view why) {
   if (!differs) return Status::Ok();
   return InvalidArgument(std::string(key) + ": not used with " + std::string(why));

@@ -278,12 +278,6 @@ std::string Describe(const YAML::Node& node) {
   return Quote(node.Scalar());
 }
 
-std::string OneOf(const std::vector<std::string_view>& choices) {
-  std::string s = "one of ";
-  for (size_t i = 0; i < choices.size(); ++i) s += (i > 0 ? ", " : "") + std::string(choices[i]);
-  return s;
-}
-
 std::string Expectation(const Field& f, const FieldPtr& p) {
   switch (f.kind) {
     case Kind::kInt:
@@ -293,9 +287,9 @@ std::string Expectation(const Field& f, const FieldPtr& p) {
     case Kind::kString:
       return "a string";
     case Kind::kChoice:
-      return OneOf({f.choices.begin(), f.choices.end()});
+      return DescribeChoices(f.choices);
     case Kind::kEnum:
-      return OneOf(EnumChoices(p));
+      return DescribeChoices(EnumChoices(p));
     case Kind::kAddress:
       return std::string(f.allow_empty ? "\"\" (disabled) or " : "") +
              "host:port, [ipv6]:port or unix:PATH";

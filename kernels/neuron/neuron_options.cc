@@ -20,9 +20,8 @@ Status ValidateNeuronOptions(const NeuronOptions& o) {
       CheckRange("neuron.exec_timeout_s", o.exec_timeout_s, kNeuronExecTimeoutRange));
   const auto& levels = kNeuronRuntimeLogLevels;
   if (std::find(std::begin(levels), std::end(levels), o.runtime_log_level) == std::end(levels)) {
-    return InvalidArgument(
-        "neuron.runtime_log_level: expected one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL, got \"" +
-        o.runtime_log_level + "\"");
+    return InvalidArgument("neuron.runtime_log_level: expected " + DescribeChoices(levels) +
+                           ", got \"" + o.runtime_log_level + "\"");
   }
   const std::vector<std::string>& ids = o.buckets_enable;
   for (size_t i = 0; i < ids.size(); ++i) {
