@@ -18,7 +18,9 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
+    return InvalidArgument(path +
+                           (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file") +
+                           " (expected a file)");
   }
   MappedFile file;
   file.size_ = static_cast<size_t>(st.st_size);
@@ -48,6 +50,12 @@ MappedFile::~MappedFile() {
 }
 
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return InvalidArgument(path +
+                           (S_ISDIR(st.st_mode) ? ": is a directory" : ": not a regular file") +
+                           " (expected a file)");
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return NotFound(path + ": cannot open");
   const std::streamoff size = in.tellg();

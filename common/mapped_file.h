@@ -31,7 +31,8 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// Reads all of `path`. Errors: NOT_FOUND "<path>: cannot open", RESOURCE_EXHAUSTED when the
+// Reads all of `path`. Errors: NOT_FOUND "<path>: cannot open", INVALID_ARGUMENT "<path>: is a
+// directory (expected a file)" (or another non-regular file), RESOURCE_EXHAUSTED when the
 // file is over `max_bytes`, DATA_LOSS when its size cannot be determined or the read fails.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);
 

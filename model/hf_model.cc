@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -270,19 +271,60 @@ Result<LayerWeights> BindHfLayer(const Binder& b, const ModelConfig& c, int laye
 
 // ---- tokenizer ----
 
-std::string ChatTemplateFrom(const Json& cfg) {
+// tokenizer_config.json chat_template: a string, or a list of {name, template} whose "default"
+// (else first) entry is the default and whose other entries are named templates.
+Status ReadChatTemplates(const Json& cfg, const std::string& file, Model* m) {
   auto it = cfg.find("chat_template");
-  if (it == cfg.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array()) return "";
-  std::string first;
-  for (const Json& e : *it) {
-    if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) continue;
-    const std::string t = e["template"].get<std::string>();
-    if (first.empty()) first = t;
-    if (e.contains("name") && e["name"] == "default") return t;
+  if (it == cfg.end() || it->is_null()) return Status::Ok();
+  if (it->is_string()) {
+    m->chat_template = it->get<std::string>();
+    return Status::Ok();
   }
-  return first;
+  if (!it->is_array()) {
+    return InvalidArgument(file +
+                           ": chat_template: expected a string or a list of {name, template}");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& e = (*it)[i];
+    if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+        !e.contains("template") || !e["template"].is_string()) {
+      return InvalidArgument(file + ": chat_template[" + std::to_string(i) +
+                             "]: expected {\"name\": string, \"template\": string}");
+    }
+    m->named_chat_templates[e["name"].get<std::string>()] = e["template"].get<std::string>();
+  }
+  auto def = m->named_chat_templates.find("default");
+  if (def == m->named_chat_templates.end() && !it->empty()) {
+    def = m->named_chat_templates.find((*it)[0]["name"].get<std::string>());
+  }
+  if (def != m->named_chat_templates.end()) {
+    m->chat_template = def->second;
+    m->named_chat_templates.erase(def);
+  }
+  return Status::Ok();
+}
+
+// Stop tokens, pad token and sampling defaults (see model/generation_defaults.h).
+Status ReadHfGenerationDefaults(const Json& config, const Json& gen, const Json& tok_cfg,
+                                const std::string& gen_path, Model* m) {
+  GenerationDefaults& d = m->generation;
+  const Tokenizer& tok = *m->tokenizer;
+  d.AddStopToken(tok.eos_id());
+  for (int32_t id : m->config.eos_ids) d.AddStopToken(id);
+  d.AddStopToken(m->config.eos_id);
+  for (const Json* j : {&gen, &config}) {
+    auto pad = j->find("pad_token_id");
+    if (d.pad_id < 0 && pad != j->end() && pad->is_number_integer() && pad->get<int64_t>() >= 0 &&
+        pad->get<int64_t>() < m->config.vocab_size) {
+      d.pad_id = static_cast<int32_t>(pad->get<int64_t>());
+    }
+  }
+  if (d.pad_id < 0) {
+    d.pad_id = FindTokenId(
+        tok.vocab_size(), [&](int64_t id) { return tok.Piece(static_cast<int32_t>(id)); },
+        HfSpecialTokenText(tok_cfg, "pad_token"));
+  }
+  return ReadSamplingDefaults(gen, gen_path, &d);
 }
 
 int32_t FindToken(const std::vector<std::string>& tokens, std::string_view text) {
@@ -305,12 +347,13 @@ void ApplyTokenizerConfig(const Json& cfg, const std::vector<std::string>& token
   if (add != cfg.end() && add->is_boolean()) v->add_bos = add->get<bool>() && v->bos_id >= 0;
 }
 
-Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const Json& tok_cfg,
-                                                   const ModelConfig& c) {
-  const std::string json_path = dir + "/tokenizer.json";
-  const std::string spm_path = dir + "/tokenizer.model";
-  Status json_error = NotFound(dir + ": neither tokenizer.json nor tokenizer.model exists");
-  if (FileExists(json_path)) {
+// The tokenizer from `json_path` (tokenizer.json; "" = none) or else `spm_path`
+// (tokenizer.model; "" = none), with tokenizer_config.json's overrides.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFiles(const std::string& json_path,
+                                                      const std::string& spm_path,
+                                                      const Json& tok_cfg, const ModelConfig& c) {
+  Status json_error = NotFound("neither tokenizer.json nor tokenizer.model exists");
+  if (!json_path.empty() && FileExists(json_path)) {
     PAGODA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(json_path, kMaxJsonFileBytes));
     auto vocab = BpeVocabFromTokenizerJson(text);
     if (vocab.ok()) {
@@ -321,11 +364,20 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const
     }
     json_error = vocab.status().WithPrefix(json_path);
   }
-  if (!FileExists(spm_path)) return json_error;
+  if (spm_path.empty() || !FileExists(spm_path)) return json_error;
   PAGODA_ASSIGN_OR_RETURN(SpmVocab spm, LoadSentencePieceModel(spm_path));
   ApplyTokenizerConfig(tok_cfg, spm.pieces, c, &spm);
   auto tok = MakeSpmTokenizer(std::move(spm));
   if (!tok.ok()) return tok.status().WithPrefix(spm_path);
+  return tok;
+}
+
+Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const Json& tok_cfg,
+                                                   const ModelConfig& c) {
+  auto tok = LoadTokenizerFiles(dir + "/tokenizer.json", dir + "/tokenizer.model", tok_cfg, c);
+  if (!tok.ok() && tok.status().code() == StatusCode::kNotFound) {
+    return tok.status().WithPrefix(dir);
+  }
   return tok;
 }
 
@@ -336,14 +388,16 @@ Result<Json> ReadOptionalJson(const std::string& path) {
   return ParseJsonText(text, path);
 }
 
-Result<ModelConfig> ReadHfConfig(const std::string& dir) {
+// config.json (its JSON in *json) with generation_config.json's token ids (its JSON in *gen).
+Result<ModelConfig> ReadHfConfig(const std::string& dir, Json* json, Json* gen) {
   const std::string path = dir + "/config.json";
   PAGODA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxJsonFileBytes));
   auto config = HfConfigFromJson(text);
   if (!config.ok()) return config.status().WithPrefix(dir);
+  *json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   const std::string gen_path = dir + "/generation_config.json";
-  PAGODA_ASSIGN_OR_RETURN(Json gen, ReadOptionalJson(gen_path));
-  PAGODA_RETURN_IF_ERROR(ApplyTokenIds(gen, gen_path, &config.value()));
+  PAGODA_ASSIGN_OR_RETURN(*gen, ReadOptionalJson(gen_path));
+  PAGODA_RETURN_IF_ERROR(ApplyTokenIds(*gen, gen_path, &config.value()));
   return config;
 }
 
@@ -391,10 +445,27 @@ Result<ModelWeights> BindHfWeights(const SafetensorsSet& set, const ModelConfig&
   return w;
 }
 
+Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerAt(const std::string& path) {
+  struct stat st {};
+  const bool dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const std::string base = dir ? path : std::filesystem::path(path).parent_path().string();
+  const std::string folder = base.empty() ? "." : base;
+  PAGODA_ASSIGN_OR_RETURN(Json tok_cfg, ReadOptionalJson(folder + "/tokenizer_config.json"));
+  ModelConfig c;  // config.json's bos / eos ids when it is there and parses
+  if (FileExists(folder + "/config.json")) {
+    Json config_json, gen;
+    if (auto read = ReadHfConfig(folder, &config_json, &gen); read.ok()) c = *read;
+  }
+  if (dir) return LoadHfTokenizer(path, tok_cfg, c);
+  const bool is_json = path.ends_with(".json");
+  return LoadTokenizerFiles(is_json ? path : "", is_json ? "" : path, tok_cfg, c);
+}
+
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
   auto model = std::make_unique<Model>();
   model->path = dir;
-  PAGODA_ASSIGN_OR_RETURN(model->config, ReadHfConfig(dir));
+  Json config_json, gen;
+  PAGODA_ASSIGN_OR_RETURN(model->config, ReadHfConfig(dir, &config_json, &gen));
   PAGODA_ASSIGN_OR_RETURN(model->safetensors, SafetensorsSet::OpenDir(dir));
   auto weights = BindHfWeights(*model->safetensors, model->config, &model->aligned_copies);
   if (!weights.ok()) return weights.status().WithPrefix(dir);
@@ -408,11 +479,13 @@ Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir) {
                            " tokens but model.embed_tokens.weight has only " +
                            std::to_string(model->config.vocab_size) + " rows");
   }
-  model->chat_template = ChatTemplateFrom(tok_cfg);
+  PAGODA_RETURN_IF_ERROR(ReadChatTemplates(tok_cfg, tok_cfg_path, model.get()));
   if (model->chat_template.empty() && FileExists(dir + "/chat_template.jinja")) {
     PAGODA_ASSIGN_OR_RETURN(model->chat_template,
                             ReadSmallFile(dir + "/chat_template.jinja", kMaxJsonFileBytes));
   }
+  PAGODA_RETURN_IF_ERROR(ReadHfGenerationDefaults(config_json, gen, tok_cfg,
+                                                  dir + "/generation_config.json", model.get()));
   return model;
 }
 

@@ -24,6 +24,9 @@
 // of {name, template} from which "default" is taken; chat_template.jinja is read otherwise).
 // generation_config.json's bos_token_id / eos_token_id override config.json's. The tokenizer may
 // have fewer tokens than the embedding has rows (padded vocabularies), never more.
+// generation_config.json also gives the sampling defaults and, with the EOS ids, the stop
+// tokens of Model::generation (model/generation_defaults.h); a list chat_template gives the
+// named templates too.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +51,11 @@ Result<ModelWeights> BindHfWeights(const SafetensorsSet& set, const ModelConfig&
 
 // Loads a Hugging Face model directory. Errors are prefixed with the file they concern.
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
+
+// The tokenizer alone of a Hugging Face directory, or of a bare tokenizer.json (a name ending
+// in .json) or SentencePiece tokenizer.model, with the tokenizer_config.json (and config.json
+// ids) of its directory when present.
+Result<std::unique_ptr<Tokenizer>> LoadHfTokenizerAt(const std::string& path);
 
 // A special-token entry of tokenizer_config.json (`key` = "bos_token", "pad_token", ...):
 // "text" or {"content": "text", ...}; "" when absent or of another form.

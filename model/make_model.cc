@@ -14,6 +14,7 @@
 #include <span>
 #include <tuple>
 
+#include "common/mapped_file.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/model_config.h"
@@ -125,10 +126,42 @@ Result<VocabSource> LoadVocab(const std::string& path) {
   return v;
 }
 
-void WriteVocab(const VocabSource& v, GgufWriter& w) {
+// --control-tokens: appended to a SentencePiece-style vocabulary as control tokens.
+Status AddControlTokens(const std::vector<std::string>& tokens, VocabSource* v) {
+  if (tokens.empty()) return Status::Ok();
+  if (v->gguf) return InvalidArgument("--control-tokens: not with a GGUF --vocab-from");
+  for (const std::string& t : tokens) {
+    if (t.empty() || std::find(v->tokens.begin(), v->tokens.end(), t) != v->tokens.end()) {
+      return InvalidArgument("--control-tokens: '" + t + "' is empty or already a token");
+    }
+    v->tokens.push_back(t);
+    v->scores.push_back(0.0f);
+    v->types.push_back(static_cast<int32_t>(TokenKind::kControl));
+  }
+  return Status::Ok();
+}
+
+// --chat-template and --eot-token: tokenizer.chat_template and tokenizer.ggml.eot_token_id.
+Status WriteChatKeys(const MakeModelOptions& o, const VocabSource& v, GgufWriter& w) {
+  if (!o.chat_template_file.empty()) {
+    PAGODA_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(o.chat_template_file, 16 << 20));
+    w.AddString("tokenizer.chat_template", text);
+  }
+  if (o.eot_token.empty()) return Status::Ok();
+  const GgufValue* copied = v.gguf ? v.gguf->FindArray("tokenizer.ggml.tokens") : nullptr;
+  const std::vector<std::string>& tokens = copied ? copied->arr_str : v.tokens;
+  const auto it = std::find(tokens.begin(), tokens.end(), o.eot_token);
+  if (it == tokens.end()) return InvalidArgument("--eot-token: '" + o.eot_token + "' is no token");
+  w.AddUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(it - tokens.begin()));
+  return Status::Ok();
+}
+
+void WriteVocab(const VocabSource& v, const MakeModelOptions& o, GgufWriter& w) {
   if (v.gguf) {
     for (const auto& [key, value] : v.gguf->metadata()) {
-      if (key.rfind("tokenizer.", 0) == 0) w.AddValue(key, value);
+      const bool replaced = (key == "tokenizer.chat_template" && !o.chat_template_file.empty()) ||
+                            (key == "tokenizer.ggml.eot_token_id" && !o.eot_token.empty());
+      if (key.rfind("tokenizer.", 0) == 0 && !replaced) w.AddValue(key, value);
     }
     return;
   }
@@ -371,10 +404,12 @@ Status MakeModel(const MakeModelOptions& o, const std::function<void(int64_t, in
     return InvalidArgument("--dtype: the preset's dims are not a multiple of the block size");
   }
   PAGODA_ASSIGN_OR_RETURN(VocabSource vocab, LoadVocab(o.vocab_from));
+  PAGODA_RETURN_IF_ERROR(AddControlTokens(o.control_tokens, &vocab));
   const int64_t n_vocab = vocab.size();
   GgufWriter w;
   WriteModelMetadata(o, s, n_vocab, mix ? QuantMixFileType(*mix) : FileType(o.dtype), w);
-  WriteVocab(vocab, w);
+  WriteVocab(vocab, o, w);
+  PAGODA_RETURN_IF_ERROR(WriteChatKeys(o, vocab, w));
 
   const std::vector<float> output_scales = OutputRowScales(vocab);
   TensorAdder add{

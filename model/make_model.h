@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "model/gguf.h"
@@ -50,6 +51,12 @@ struct MakeModelOptions {
   // GGUF would (see GgufToHfDirectory). Needs dtype f32, f16 or bf16 and a SentencePiece
   // vocabulary (the built-in one, a tokenizer.model -- copied verbatim -- or a llama GGUF).
   std::string format = "gguf";
+  // Chat testing: control tokens appended to the vocabulary (not with a GGUF --vocab-from), a
+  // Jinja file written as tokenizer.chat_template, and the token written as
+  // tokenizer.ggml.eot_token_id (GGUF only).
+  std::vector<std::string> control_tokens;
+  std::string chat_template_file;
+  std::string eot_token;
 };
 
 struct ModelShape {

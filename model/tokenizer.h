@@ -5,6 +5,7 @@
 // that Decode/TokenBytes answer with an empty string (never a crash).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -23,6 +24,12 @@ enum class TokenKind : int32_t {
   kByte = 6,
 };
 
+// A byte range [offset, offset + length) of a text.
+struct TextSpan {
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -32,6 +39,17 @@ class Tokenizer {
   // on it; BpeVocab::match_control_tokens turns it off). `add_bos` prepends BOS when the
   // vocabulary has one.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos) const = 0;
+
+  // Encodes text recognising control tokens (spelled exactly, leftmost-longest) only where the
+  // whole token lies inside one of `special_spans` (sorted, non-overlapping); elsewhere their
+  // text is plain text, so no user can type one. User-defined tokens are recognised anywhere, as
+  // Encode does. Text between tokens is encoded as Encode encodes a text (SentencePiece: with
+  // its dummy-prefix space after each special token, as llama.cpp and Hugging Face do).
+  // Chat prompts pass the template's own bytes (jinja::Rendered segments); no spans = all
+  // plain text; one span over the whole text = llama.cpp's parse_special.
+  virtual std::vector<int32_t> EncodeWithSpecials(std::string_view text,
+                                                  std::span<const TextSpan> special_spans,
+                                                  bool add_bos) const = 0;
 
   // The bytes token `id` stands for in running text (a byte token gives its byte; a control
   // token gives ""). For SentencePiece the "▁" meta symbol becomes a space. Bytes may be a

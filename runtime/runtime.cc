@@ -1,5 +1,7 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/neuron/neuron_backend.h"
 
@@ -113,7 +115,12 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& c, Startup
   }
   rt.backend = std::move(backend).value();
   EngineConfig ec = c.engine;
-  if (model.tokenizer->eos_id() >= 0) ec.eos_token_ids.push_back(model.tokenizer->eos_id());
+  // The model's stop tokens: EOS ids, end-of-turn, end-of-message (model/generation_defaults.h).
+  std::vector<int32_t>& stops = ec.eos_token_ids;
+  for (int32_t id : model.generation.stop_token_ids) stops.push_back(id);
+  if (model.tokenizer->eos_id() >= 0) stops.push_back(model.tokenizer->eos_id());
+  std::sort(stops.begin(), stops.end());
+  stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
   kind = StartupError::kFailed;
   PAGODA_ASSIGN_OR_RETURN(rt.engine, Engine::Create(*model.tokenizer, *rt.backend, ec));
   return rt;

@@ -9,7 +9,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libtbb-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libpcre2-dev libcpp-httplib-dev
-  python3 python3-grpcio python3-protobuf
+  python3 python3-grpcio python3-protobuf python3-jinja2
   nodejs npm curl
 )
 

@@ -4,8 +4,13 @@
 // ApiRequest and call BuildRequest, so tokenization, chat rendering, defaults and the checks
 // below are the same on every API:
 //   - exactly one input: a text prompt, prompt token ids or chat messages, none empty;
-//   - messages rendered with the resolved chat template; a rendered BOS string becomes the BOS
-//     token and the template's end-of-turn token becomes a stop token;
+//   - messages (roles system, user, assistant, tool) rendered with the chat template (jinja.h)
+//     over messages, add_generation_prompt, bos_token, eos_token and chat_template_kwargs, and
+//     tokenized with special tokens recognised only in the template's own text: content cannot
+//     spell a control token. BOS is added when the tokenizer adds it and the prompt does not
+//     already start with it;
+//   - text prompts: special tokens as the tokenizer finds them, or per parse_special;
+//   - sampling fields the request leaves unset take the model's generation_config.json values;
 //   - max_tokens in 1..server.max_tokens_limit (or the context length); when not given, the
 //     room left in the context after the prompt (capped the same way);
 // The engine's Submit checks the rest (vocabulary, context fit, sampling ranges, KV capacity).
@@ -13,12 +18,12 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
-#include "model/chat_template.h"
 #include "scheduler/request.h"
 #include "server/serving_context.h"
 
@@ -26,15 +31,35 @@ namespace pagoda {
 
 enum class ApiInput { kNone, kPrompt, kPromptTokenIds, kMessages };
 
+struct ChatMessage {
+  std::string role;  // system | user | assistant | tool
+  std::string content;
+};
+
+// Which of the sampling fields with model defaults (generation_config.json) the request set.
+struct SamplingGiven {
+  bool temperature = false;
+  bool top_p = false;
+  bool top_k = false;
+  bool repetition_penalty = false;
+};
+
 struct ApiRequest {
   std::string request_id;  // "" = "req-<n>" from ctx.next_request_id
   ApiInput input = ApiInput::kNone;
-  std::string prompt;                      // kPrompt
-  std::vector<int32_t> prompt_token_ids;   // kPromptTokenIds
-  std::vector<ChatMessage> messages;       // kMessages
+  std::string prompt;                     // kPrompt
+  std::vector<int32_t> prompt_token_ids;  // kPromptTokenIds
+  std::vector<ChatMessage> messages;      // kMessages
+  bool add_generation_prompt = true;      // kMessages
+  // kMessages: extra template variables (e.g. enable_thinking); a JSON object or null.
+  nlohmann::ordered_json chat_template_kwargs;
   std::optional<bool> add_special_tokens;  // kPrompt: add BOS; nullopt = the tokenizer's default
-  SamplingParams sampling;                 // the API's defaults already applied
-  std::optional<int32_t> max_tokens;       // nullopt = what fits the context
+  // kPrompt: true = control-token text is the control token, false = plain text; nullopt = as
+  // the tokenizer does (byte-level BPE: recognised; SentencePiece: plain).
+  std::optional<bool> parse_special;
+  SamplingParams sampling;            // the API's defaults already applied
+  SamplingGiven sampling_given;       // the rest take the model's defaults
+  std::optional<int32_t> max_tokens;  // nullopt = what fits the context
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
@@ -44,5 +69,15 @@ struct ApiRequest {
 
 // Builds the engine Request (see the file comment); errors name the field.
 Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api);
+
+// The token ids of a rendered chat: special tokens only in the template's segments, then BOS in
+// front when the tokenizer adds one and the template did not write it (as llama.cpp does).
+std::vector<int32_t> EncodeChatPrompt(const Tokenizer& tok, const jinja::Rendered& rendered);
+// The token ids of api.prompt (add_special_tokens, parse_special), as BuildRequest makes them.
+std::vector<int32_t> EncodePrompt(const Tokenizer& tok, const ApiRequest& api);
+// What a request that sets no sampling field gets: the model's defaults over SamplingParams'.
+SamplingParams DefaultSampling(const GenerationDefaults& defaults);
+// The largest max_tokens: server.max_tokens_limit, else the context length.
+int32_t MaxTokensLimit(const ServingContext& ctx);
 
 }  // namespace pagoda

@@ -149,7 +149,7 @@ const std::vector<Field>& Fields() {
       Str("server.auth.bearer_token_file", PAGODA_CFG(server.auth.bearer_token_file)),
       Str("model.path", PAGODA_CFG(model.path)),
       Str("model.name", PAGODA_CFG(model.name)),
-      Choice("model.chat_template", kChatTemplateChoices, PAGODA_CFG(model.chat_template)),
+      Str("model.chat_template", PAGODA_CFG(model.chat_template)),
       Int("engine.max_num_seqs", kMaxNumSeqsRange,
           PAGODA_CFG(runtime.engine.scheduler.max_num_seqs)),
       Int("engine.max_num_batched_tokens", kMaxNumBatchedTokensRange,

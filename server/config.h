@@ -62,14 +62,13 @@ inline constexpr IntRange kShutdownGraceSecondsRange{0, 3600};
 inline constexpr IntRange kHttpMaxConnectionsRange{1, 4096};
 inline constexpr IntRange kHttpTimeoutSecondsRange{1, 3600};
 inline constexpr std::string_view kMetricsNamesChoices[] = {"pagoda", "vllm"};
-// The built-in chat templates model.chat_template may name ("" = the model's own).
-inline constexpr std::string_view kChatTemplateChoices[] = {"", "chatml", "llama3", "llama2",
-                                                            "mistral"};
 
 struct ModelConfigSection {
-  std::string path;           // GGUF file; "" = the demo model at DefaultDemoModelPath()
-  std::string name;           // served model name; "" = from the file
-  std::string chat_template;  // "" = the model's own; or chatml | llama3 | llama2 | mistral
+  std::string path;  // GGUF file or HF directory; "" = the demo model (DefaultDemoModelPath())
+  std::string name;  // served model name; "" = from the file
+  // The chat template of `messages` requests: "" = the model's own default; the name of one of
+  // the model's named templates (e.g. tool_use); else a Jinja template file.
+  std::string chat_template;
   bool operator==(const ModelConfigSection&) const = default;
 };
 

@@ -29,7 +29,11 @@ void FillUsage(const Usage& u, v1::Usage* out) {
   out->set_cached_prompt_tokens(u.cached_prompt_tokens);
 }
 
-void FillSampling(const v1::SamplingParams& p, SamplingParams* s) {
+void FillSampling(const v1::SamplingParams& p, SamplingParams* s, SamplingGiven* given) {
+  given->temperature = p.has_temperature();
+  given->top_p = p.has_top_p();
+  given->top_k = p.has_top_k();
+  given->repetition_penalty = p.has_repetition_penalty();
   s->temperature = p.has_temperature() ? p.temperature() : 1.0f;
   s->top_k = p.has_top_k() ? p.top_k() : 0;
   s->top_p = p.has_top_p() ? p.top_p() : 1.0f;
@@ -263,14 +267,23 @@ ApiRequest ToApiRequest(const v1::GenerateRequest& req) {
       for (const auto& m : req.messages().messages()) {
         api.messages.push_back({m.role(), m.content()});
       }
+      api.add_generation_prompt =
+          !req.messages().has_add_generation_prompt() || req.messages().add_generation_prompt();
+      if (!req.messages().chat_template_kwargs().empty()) {
+        // Not valid JSON -> a string, which BuildRequest answers "expected an object".
+        api.chat_template_kwargs = nlohmann::ordered_json::parse(
+            req.messages().chat_template_kwargs(), nullptr, /*allow_exceptions=*/false);
+        if (api.chat_template_kwargs.is_discarded()) api.chat_template_kwargs = "";
+      }
       break;
     default:
       break;
   }
   if (req.has_add_special_tokens()) api.add_special_tokens = req.add_special_tokens();
-  FillSampling(req.sampling(), &api.sampling);
+  if (req.has_parse_special()) api.parse_special = req.parse_special();
+  FillSampling(req.sampling(), &api.sampling, &api.sampling_given);
   const auto& st = req.stopping();
-  api.max_tokens = st.has_max_tokens() ? st.max_tokens() : 16;
+  if (st.has_max_tokens()) api.max_tokens = st.max_tokens();
   api.stop.assign(st.stop().begin(), st.stop().end());
   api.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
   api.ignore_eos = st.ignore_eos();
@@ -301,9 +314,11 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   grpc::Status st = Admit(ctx_, call);
   if (st.ok()) {
     const Tokenizer& tok = *ctx_.model->tokenizer;
-    const bool bos = request->has_add_special_tokens() ? request->add_special_tokens()
-                                                       : tok.add_bos_by_default();
-    for (int32_t id : tok.Encode(request->text(), bos)) response->add_token_ids(id);
+    ApiRequest api;
+    api.prompt = request->text();
+    if (request->has_add_special_tokens()) api.add_special_tokens = request->add_special_tokens();
+    if (request->has_parse_special()) api.parse_special = request->parse_special();
+    for (int32_t id : EncodePrompt(tok, api)) response->add_token_ids(id);
   }
   reactor->Finish(st);
   return reactor;
@@ -345,6 +360,16 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   info->set_backend(ctx_.backend_name);
   info->set_block_size(ctx_.block_size);
   info->set_num_blocks(ctx_.num_blocks);
+  const GenerationDefaults& g = ctx_.model->generation;
+  for (int32_t id : g.stop_token_ids) info->add_stop_token_ids(id);
+  info->set_pad_token_id(g.pad_id);
+  const SamplingParams s = DefaultSampling(g);
+  info->set_default_temperature(s.temperature);
+  info->set_default_top_p(s.top_p);
+  info->set_default_top_k(s.top_k);
+  info->set_default_repetition_penalty(s.repetition_penalty);
+  info->set_max_tokens_limit(MaxTokensLimit(ctx_));
+  info->set_has_chat_template(ctx_.chat_template.ok());
   reactor->Finish(st);
   return reactor;
 }

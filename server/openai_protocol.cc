@@ -75,7 +75,7 @@ Status ParsePrompt(const json& j, ApiRequest* api) {
   return Status::Ok();
 }
 
-// content: "text" or [{"type": "text", "text": "..."}, ...] (concatenated).
+// content: "text" or [{"type": "text", "text": "..."}, ...] (joined with "\n", as vLLM does).
 Result<std::string> MessageContent(const json& content, const std::string& field) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();
@@ -86,6 +86,7 @@ Result<std::string> MessageContent(const json& content, const std::string& field
         !part.contains("text") || !part["text"].is_string()) {
       return NotSupported(field + ": parts other than {\"type\": \"text\"}");
     }
+    if (&part != &content.front()) text += '\n';
     text += part["text"].get<std::string>();
   }
   return text;
@@ -101,12 +102,17 @@ Status ParseMessages(const json& j, ApiRequest* api) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return InvalidArgument(field + ".role: required (a string)");
     }
-    if (m.contains("tool_calls") || m["role"] == "tool" || m["role"] == "function") {
-      return NotSupported(field + ": tool messages");
+    if (m.contains("tool_calls") || m["role"] == "function") {
+      return NotSupported(field + ": tool calls");
     }
     PAGODA_ASSIGN_OR_RETURN(std::string content,
                             MessageContent(m.value("content", json()), field + ".content"));
     api->messages.push_back({m["role"].get<std::string>(), std::move(content)});
+  }
+  PAGODA_RETURN_IF_ERROR(GetInto(j, "add_generation_prompt", &api->add_generation_prompt));
+  if (const auto kw = j.find("chat_template_kwargs"); kw != j.end() && !kw->is_null()) {
+    if (!kw->is_object()) return InvalidArgument("chat_template_kwargs: expected an object");
+    api->chat_template_kwargs = nlohmann::ordered_json::parse(kw->dump());
   }
   return Status::Ok();
 }
@@ -145,7 +151,13 @@ Status ParseStop(const json& j, ApiRequest* api) {
   return Status::Ok();
 }
 
-Status ParseSampling(const json& j, OpenAiEndpoint endpoint, SamplingParams* s) {
+Status ParseSampling(const json& j, OpenAiEndpoint endpoint, SamplingParams* s,
+                     SamplingGiven* given) {
+  const auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  given->temperature = has("temperature");
+  given->top_p = has("top_p");
+  given->top_k = has("top_k");
+  given->repetition_penalty = has("repetition_penalty");
   PAGODA_RETURN_IF_ERROR(GetInto(j, "temperature", &s->temperature));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "top_p", &s->top_p));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "top_k", &s->top_k));
@@ -180,8 +192,6 @@ Status ParseStopping(const json& j, OpenAiEndpoint endpoint, ApiRequest* api) {
     std::optional<int32_t> max_completion_tokens;
     PAGODA_RETURN_IF_ERROR(Get(j, "max_completion_tokens", &max_completion_tokens));
     if (max_completion_tokens) api->max_tokens = max_completion_tokens;
-  } else if (!api->max_tokens) {
-    api->max_tokens = 16;
   }
   PAGODA_RETURN_IF_ERROR(ParseStop(j, api));
   if (const auto ids = j.find("stop_token_ids"); ids != j.end() && !ids->is_null()) {
@@ -218,10 +228,11 @@ Result<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view body) {
   ApiRequest& api = r.api;
   PAGODA_RETURN_IF_ERROR(endpoint == OpenAiEndpoint::kCompletions ? ParsePrompt(j, &api)
                                                                   : ParseMessages(j, &api));
-  PAGODA_RETURN_IF_ERROR(ParseSampling(j, endpoint, &api.sampling));
+  PAGODA_RETURN_IF_ERROR(ParseSampling(j, endpoint, &api.sampling, &api.sampling_given));
   PAGODA_RETURN_IF_ERROR(ParseStopping(j, endpoint, &api));
   PAGODA_RETURN_IF_ERROR(ParseStreamOptions(j, &r));
   PAGODA_RETURN_IF_ERROR(Get(j, "add_special_tokens", &api.add_special_tokens));
+  PAGODA_RETURN_IF_ERROR(Get(j, "parse_special", &api.parse_special));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "priority", &api.priority));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "request_id", &api.request_id));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "return_tokens_as_token_ids", &r.tokens_as_ids));

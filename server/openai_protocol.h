@@ -8,11 +8,14 @@
 // presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
 // stream_options, user; vLLM's extras top_k, min_p, repetition_penalty, stop_token_ids,
 // ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id,
-// return_tokens_as_token_ids.
-// Answered 400 "...: not supported yet": tools / tool_choice / functions, response_format other
-// than text, guided decoding, logit_bias, echo, suffix, best_of > n, several prompts, non-text
-// message parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are
-// INVALID_ARGUMENT whose message starts with the offending field.
+// return_tokens_as_token_ids, and for chat add_generation_prompt and chat_template_kwargs;
+// llama.cpp's parse_special (completions: whether control-token text in the prompt is the
+// control token). Messages may have the roles system, user, assistant and tool; text parts of
+// a content list are joined with "\n" (as vLLM does).
+// Answered 400 "...: not supported yet": tools / tool_choice / functions / tool_calls,
+// response_format other than text, guided decoding, logit_bias, echo, suffix, best_of > n, several
+// prompts, non-text message parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones).
+// Errors are INVALID_ARGUMENT whose message starts with the offending field.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +38,8 @@ struct OpenAiRequest {
   bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs tokens as "token_id:N"
 };
 
-// Parses a request body. Without max_tokens, completions generate 16 tokens (OpenAI's default)
-// and chat completions what fits the context.
+// Parses a request body. Without max_tokens, completions and chat completions alike generate
+// up to the rest of the context (capped by server.max_tokens_limit), as vLLM's chat API does.
 Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body);
 
 // {"error": {"message", "type", "param", "code"}} for a non-OK status; the HTTP status it maps

@@ -163,7 +163,10 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   s.ctx.block_size = caps.block_size;
   s.ctx.num_blocks = caps.num_blocks;
   s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
-  ResolveChatTemplate(cfg.model.chat_template, &s.ctx);
+  *error = StartupError::kBadConfig;  // a missing template file or a template syntax error
+  PAGODA_RETURN_IF_ERROR(LoadChatTemplate(cfg.model.chat_template, &s.ctx));
+  if (!s.ctx.chat_template.ok()) spdlog::warn("{}", s.ctx.chat_template.status().message());
+  *error = StartupError::kFailed;
   PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
   return Status::Ok();
 }

@@ -1,23 +1,48 @@
 #include "server/serving_context.h"
 
+#include "common/mapped_file.h"
+
 namespace pagoda {
 
-void ResolveChatTemplate(std::string_view name, ServingContext* ctx) {
-  ctx->end_of_turn_id = -1;
-  if (name.empty() && ctx->model->chat_template.empty()) {
-    ctx->chat_template =
-        InvalidArgument("messages: the model has no chat template (set model.chat_template)");
-    return;
+namespace {
+
+// The text of model.chat_template `setting`: one of the model's named templates, else a file.
+Result<std::string> ReadConfiguredTemplate(const Model& m, const std::string& setting) {
+  constexpr uint64_t kMaxTemplateBytes = 16 << 20;
+  const auto named = m.named_chat_templates.find(setting);
+  if (named != m.named_chat_templates.end()) return named->second;
+  auto file = ReadSmallFile(setting, kMaxTemplateBytes);
+  if (file.ok()) return file;
+  std::string names;
+  for (const auto& [name, _] : m.named_chat_templates) {
+    names += (names.empty() ? "" : ", ") + name;
   }
-  Result<ChatTemplateKind> kind =
-      name.empty() ? DetectChatTemplate(ctx->model->chat_template) : ParseChatTemplateName(name);
-  if (!kind.ok()) {
-    ctx->chat_template = kind.status().WithPrefix("messages");
-    return;
+  return InvalidArgument("model.chat_template: " + file.status().message() +
+                         " (expected a template file" +
+                         (names.empty() ? "" : " or one of the model's templates: " + names) + ")");
+}
+
+}  // namespace
+
+Status LoadChatTemplate(std::string_view setting, ServingContext* ctx) {
+  std::string text = ctx->model->chat_template;
+  std::string source = "the model's chat template";
+  if (!setting.empty()) {
+    PAGODA_ASSIGN_OR_RETURN(text, ReadConfiguredTemplate(*ctx->model, std::string(setting)));
+    source = std::string(setting);
+  } else if (text.empty()) {
+    ctx->chat_template = InvalidArgument(
+        "messages: the model has no chat template (set model.chat_template to a template file)");
+    return Status::Ok();
   }
-  ctx->chat_template = *kind;
-  const auto eot = ctx->model->tokenizer->Encode(EndOfTurnToken(*kind), false);
-  if (eot.size() == 1) ctx->end_of_turn_id = eot[0];
+  auto parsed = jinja::Template::Parse(text);
+  if (!parsed.ok()) {
+    return InvalidArgument(
+        "model.chat_template: " + source + ": " + parsed.status().message() +
+        (setting.empty() ? " (set model.chat_template to a template file)" : ""));
+  }
+  ctx->chat_template = std::move(parsed).value();
+  return Status::Ok();
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

@@ -1,7 +1,7 @@
 // ServingContext: what every API frontend (gRPC, OpenAI HTTP) shares about the served model:
 // the model and engine, limits, the bearer token, the resolved chat template, the draining
 // flag and the request-id counter. Offers:
-//   ResolveChatTemplate  model.chat_template (or the model's own template) -> ctx, once;
+//   LoadChatTemplate     model.chat_template (or the model's own template) parsed -> ctx, once;
 //   Admit                the bearer-token check (constant time) and the draining check, the
 //                        first thing every API call does.
 #pragma once
@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "model/chat_template.h"
+#include "model/chat/jinja.h"
 #include "model/model.h"
 #include "scheduler/engine.h"
 #include "server/metrics.h"
@@ -30,18 +30,18 @@ struct ServingContext {
   int32_t num_blocks = 0;
   int32_t max_tokens_limit = 0;  // 0: the context length
   std::string bearer_token;      // empty: no auth
-  // The chat template of `messages` requests and the id of its end-of-turn token (-1 when that
-  // is not a single token), resolved once by ResolveChatTemplate; an error here is what every
-  // `messages` request answers.
-  Result<ChatTemplateKind> chat_template = InvalidArgument("messages: no chat template resolved");
-  int32_t end_of_turn_id = -1;
+  // The parsed chat template of `messages` requests, set once by LoadChatTemplate; an error
+  // here (the model has none) is what every `messages` request answers.
+  Result<jinja::Template> chat_template = InvalidArgument("messages: no chat template loaded");
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_request_id{0};
 };
 
-// Sets ctx->chat_template and ctx->end_of_turn_id for ctx->model: from `name`
-// (model.chat_template) or, when it is "", detected from the model's own template.
-void ResolveChatTemplate(std::string_view name, ServingContext* ctx);
+// Parses the chat template into ctx->chat_template: `setting` (model.chat_template) "" = the
+// model's default template; one of the model's named templates; else a template file. A model
+// without a template leaves an INVALID_ARGUMENT for `messages` requests. Errors (start-up
+// errors, INVALID_ARGUMENT naming the source): an unreadable file, a template syntax error.
+Status LoadChatTemplate(std::string_view setting, ServingContext* ctx);
 
 // Admits one API call: UNAUTHENTICATED unless `authorization` (the header / metadata value, or
 // nullopt when absent) is "Bearer <ctx.bearer_token>" (compared in constant time; anything

@@ -177,9 +177,9 @@ Status WarmUp(Engine& engine, int32_t vocab_size, bool quiet) {
 }
 
 Status RunModelBench(const ModelBenchArgs& a, json* out) {
+  PAGODA_ASSIGN_OR_RETURN(auto model, LoadModel(a.model));  // first: a bad path fails fast
   const cpu::ReadBuffer reads(kReadBufferBytes);  // also the readings after / between decodes
   const json limits = MeasureLimits(reads, a.quiet);
-  PAGODA_ASSIGN_OR_RETURN(auto model, LoadModel(a.model));
   RuntimeConfig rc = a.runtime;
   PAGODA_ASSIGN_OR_RETURN(rc.kv_cache.dtype, ParseKvDtypeOption(a.kv_dtype));
   SchedulerConfig& sc = rc.engine.scheduler;
@@ -289,7 +289,7 @@ void RegisterLimits(CLI::App* bench, int* exit_code) {
 void RegisterModel(CLI::App* bench, int* exit_code) {
   auto a = std::make_shared<ModelBenchArgs>();
   CLI::App* cmd = bench->add_subcommand("model", "Prefill + decode throughput of a model");
-  cmd->add_option("--model,-m", a->model, "GGUF model")->required();
+  cmd->add_option("--model,-m", a->model, "GGUF model or Hugging Face directory")->required();
   cmd->add_option("--prompt-len", a->prompt_len, "Prompt tokens")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));

@@ -297,7 +297,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   args->defaults.stopping.max_tokens = 64;
   SamplingParams& s = args->defaults.sampling;
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from prompts");
-  cmd->add_option("--model,-m", args->model, "GGUF model file");
+  cmd->add_option("--model,-m", args->model, "GGUF model file or Hugging Face directory");
   cmd->add_option("--server", args->server, "Send to a running `pagoda serve` at this address");
   AddClientFlags(cmd, args->client);
   auto* p = cmd->add_option("--prompt,-p", args->prompt, "Prompt text");

@@ -1,6 +1,8 @@
 // `pagoda inspect MODEL`: what a model is -- architecture, dims, RoPE (layout and scaling),
-// attention options, tokenizer kind and pre-tokenizer, special tokens, chat template kind,
-// metadata and the tensor table -- for a GGUF file or a Hugging Face directory, as text or JSON.
+// attention options, tokenizer kind and pre-tokenizer, special tokens, chat templates, the
+// generation defaults (stop tokens, sampling), metadata and the tensor table -- for a GGUF file
+// or a Hugging Face directory (opened as every command opens models: model/model.h), as text or
+// JSON.
 //
 // JSON (--json): file, format ("gguf" | "hf"), config {architecture, name, n_embd, n_layers,
 // n_heads, n_kv_heads, head_dim, n_ff, vocab_size, context_length, rms_eps, rope_theta,
@@ -8,24 +10,26 @@
 // eos_ids}, rope {base, dim, layout, scaling {type, factor, low_freq_factor, high_freq_factor,
 // original_context, source}}, tokenizer {type, pre_tokenizer, vocab_size, add_bos},
 // special_tokens {bos, eos, eot, pad, unk: {id, text}} (id -1 when absent), chat_template
-// {kind: chatml | llama3 | llama2 | mistral | unknown | none, chars}, tensors [{name, type,
+// {present, chars, parses, error (when it does not parse), named: [names]}, generation
+// {stop_token_ids, stop_tokens (texts), pad_id, temperature, top_p, top_k, repetition_penalty
+// (what a request that leaves them unset gets), from_model (the names of those the model's
+// generation_config.json sets)}, tensors [{name, type,
 // shape (row-major), bytes; GGUF also ne}], tensor_bytes; GGUF: gguf_version, alignment,
 // metadata; HF: hf_config (config.json). When the model does not load, "error" says why and the
 // sections that need a loaded model are absent.
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "kernels/neuron/neuron_backend.h"
-#include "model/chat_template.h"
+#include "model/chat/jinja.h"
 #include "model/gguf.h"
 #include "model/hf_model.h"
 #include "model/model.h"
 #include "model/model_config.h"
 #include "runtime/runtime.h"
+#include "server/api_request.h"
 #include "tools/commands.h"
 
 namespace pagoda::cli {
@@ -84,21 +88,9 @@ Json RopeJson(const ModelConfig& c, bool gguf) {
           {"scaling", scaling}};
 }
 
-// The id of the token spelled exactly `text`, or -1.
-int32_t FindPiece(const Tokenizer& tok, std::string_view text) {
-  return FindTokenId(
-      tok.vocab_size(), [&](int64_t id) { return tok.Piece(static_cast<int32_t>(id)); }, text);
-}
-
 Json TokenJson(const Tokenizer& tok, int32_t id) {
   if (id < 0 || id >= tok.vocab_size()) return {{"id", -1}, {"text", ""}};
   return {{"id", id}, {"text", std::string(tok.Piece(id))}};
-}
-
-// A GGUF token-id key (0xFFFFFFFF and other out-of-range values mean none), or -1.
-int32_t GgufTokenId(const GgufFile& f, const char* key) {
-  auto v = f.GetInt(key);
-  return v.ok() && *v >= 0 && *v <= INT32_MAX ? static_cast<int32_t>(*v) : -1;
 }
 
 Json ReadJsonFile(const std::string& path) {
@@ -108,44 +100,63 @@ Json ReadJsonFile(const std::string& path) {
   return j.is_discarded() ? Json() : j;
 }
 
-// HF pad token: config.json (`cfg`) pad_token_id, else tokenizer_config.json pad_token (text).
-int32_t HfPadId(const Json& cfg, const std::string& dir, const Tokenizer& tok) {
-  if (cfg.is_object() && cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
-    return cfg["pad_token_id"].get<int32_t>();
+Json ChatTemplateJson(const Model& m) {
+  Json named = Json::array();
+  for (const auto& [name, _] : m.named_chat_templates) named.push_back(name);
+  Json j = {
+      {"present", !m.chat_template.empty()}, {"chars", m.chat_template.size()}, {"named", named}};
+  if (!m.chat_template.empty()) {
+    auto parsed = jinja::Template::Parse(m.chat_template);
+    j["parses"] = parsed.ok();
+    if (!parsed.ok()) j["error"] = parsed.status().message();
   }
-  const Json tc = ReadJsonFile(dir + "/tokenizer_config.json");
-  if (!tc.is_object()) return -1;
-  return FindPiece(tok, HfSpecialTokenText(tc, "pad_token"));
+  return j;
 }
 
-// tokenizer, special_tokens and chat_template sections of a loaded model (`hf_config`: an HF
-// model's config.json).
-void AddTokenizerSections(const Model& m, const Json& hf_config, Json* j) {
+Json GenerationJson(const Model& m) {
+  const GenerationDefaults& g = m.generation;
+  Json texts = Json::array();
+  for (int32_t id : g.stop_token_ids) texts.push_back(std::string(m.tokenizer->Piece(id)));
+  Json from_model = Json::array();
+  if (g.temperature) from_model.push_back("temperature");
+  if (g.top_p) from_model.push_back("top_p");
+  if (g.top_k) from_model.push_back("top_k");
+  if (g.repetition_penalty) from_model.push_back("repetition_penalty");
+  const SamplingParams s = DefaultSampling(g);
+  return {{"stop_token_ids", g.stop_token_ids},
+          {"stop_tokens", texts},
+          {"pad_id", g.pad_id},
+          {"temperature", s.temperature},
+          {"top_p", s.top_p},
+          {"top_k", s.top_k},
+          {"repetition_penalty", s.repetition_penalty},
+          {"from_model", from_model}};
+}
+
+// tokenizer, special_tokens, chat_template and generation sections of a loaded model.
+void AddTokenizerSections(const Model& m, Json* j) {
   const Tokenizer& tok = *m.tokenizer;
   (*j)["tokenizer"] = {{"type", std::string(tok.type_name())},
                        {"pre_tokenizer", std::string(tok.pre_tokenizer_name())},
                        {"vocab_size", tok.vocab_size()},
                        {"add_bos", tok.add_bos_by_default()}};
-  std::string kind = m.chat_template.empty() ? "none" : "unknown";
-  int32_t eot = m.file ? GgufTokenId(*m.file, "tokenizer.ggml.eot_token_id") : -1;
-  if (auto k = DetectChatTemplate(m.chat_template); !m.chat_template.empty() && k.ok()) {
-    kind = ChatTemplateName(*k);
-    if (eot < 0) eot = FindPiece(tok, EndOfTurnToken(*k));
+  (*j)["chat_template"] = ChatTemplateJson(m);
+  // The first stop token that is not EOS: the end-of-turn token.
+  int32_t eot = -1;
+  for (int32_t id : m.generation.stop_token_ids) {
+    if (eot < 0 && id != tok.eos_id()) eot = id;
   }
-  (*j)["chat_template"] = {{"kind", kind}, {"chars", m.chat_template.size()}};
-  const int32_t pad = m.file ? GgufTokenId(*m.file, "tokenizer.ggml.padding_token_id")
-                             : HfPadId(hf_config, m.path, tok);
   (*j)["special_tokens"] = {{"bos", TokenJson(tok, tok.bos_id())},
                             {"eos", TokenJson(tok, tok.eos_id())},
                             {"eot", TokenJson(tok, eot)},
-                            {"pad", TokenJson(tok, pad)},
+                            {"pad", TokenJson(tok, m.generation.pad_id)},
                             {"unk", TokenJson(tok, tok.unk_id())}};
+  (*j)["generation"] = GenerationJson(m);
 }
 
 // Loads the model for the sections that need it and returns it (`hf_config`: an HF model's
 // config.json, null for a GGUF); records the error and returns null otherwise.
-std::unique_ptr<Model> AddModelSections(const std::string& path, bool gguf, const Json& hf_config,
-                                        Json* j) {
+std::unique_ptr<Model> AddModelSections(const std::string& path, bool gguf, Json* j) {
   auto model = LoadModel(path);
   if (!model.ok()) {
     (*j)["error"] = model.status().ToString();
@@ -154,7 +165,7 @@ std::unique_ptr<Model> AddModelSections(const std::string& path, bool gguf, cons
   const ModelConfig& c = (*model)->config;
   (*j)["config"] = ConfigJson(c);
   (*j)["rope"] = RopeJson(c, gguf);
-  AddTokenizerSections(**model, hf_config, j);
+  AddTokenizerSections(**model, j);
   return std::move(model).value();
 }
 
@@ -162,7 +173,7 @@ Json InspectGguf(const std::string& path, const GgufFile& f, bool all_metadata) 
   Json j = {{"file", path}, {"format", "gguf"}};
   j["gguf_version"] = f.version();
   j["alignment"] = f.alignment();
-  if (!AddModelSections(path, true, Json(), &j)) {
+  if (!AddModelSections(path, true, &j)) {
     // The config alone, when it parses, for a model that does not load.
     if (auto config = ModelConfigFromGguf(f); config.ok()) {
       j["config"] = ConfigJson(*config);
@@ -192,7 +203,7 @@ Json InspectHf(const std::string& dir) {
   Json j = {{"file", dir}, {"format", "hf"}};
   const Json hf_config = ReadJsonFile(dir + "/config.json");
   j["hf_config"] = hf_config;
-  const std::unique_ptr<Model> model = AddModelSections(dir, false, hf_config, &j);
+  const std::unique_ptr<Model> model = AddModelSections(dir, false, &j);
   // The loaded model's shards, else the tensor table alone when it opens.
   std::unique_ptr<SafetensorsSet> opened;
   const SafetensorsSet* set = model ? model->safetensors.get() : nullptr;
@@ -247,8 +258,22 @@ void PrintModelText(const Json& j) {
     const Json& s = j["special_tokens"][name];
     std::printf("  %-14s %s %s\n", name, Str(s["id"]).c_str(), s["text"].dump().c_str());
   }
-  std::printf("  chat template  %s (%s chars)\n", Str(j["chat_template"]["kind"]).c_str(),
-              Str(j["chat_template"]["chars"]).c_str());
+  const Json& ct = j["chat_template"];
+  std::printf("  chat template  %s\n",
+              !ct["present"].get<bool>() ? "none"
+              : ct["parses"].get<bool>()
+                  ? (Str(ct["chars"]) + " chars" +
+                     (ct["named"].empty() ? "" : ", named: " + ct["named"].dump()))
+                        .c_str()
+                  : ("does not parse: " + Str(ct["error"])).c_str());
+  const Json& g = j["generation"];
+  std::printf("  stop tokens    %s %s\n", g["stop_token_ids"].dump().c_str(),
+              g["stop_tokens"].dump().c_str());
+  std::printf(
+      "  sampling       temperature %s, top_p %s, top_k %s, repetition_penalty %s "
+      "(from the model: %s)\n",
+      Str(g["temperature"]).c_str(), Str(g["top_p"]).c_str(), Str(g["top_k"]).c_str(),
+      Str(g["repetition_penalty"]).c_str(), g["from_model"].dump().c_str());
 }
 
 void PrintText(const Json& j, bool all_metadata, const GgufFile* f) {
@@ -271,11 +296,6 @@ void PrintText(const Json& j, bool all_metadata, const GgufFile* f) {
   }
 }
 
-bool IsDirectory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 int RunInspect(const InspectArgs& args) {
   if (!args.neuron_manifest.empty()) {
     const Status st = InspectNeuronManifest(args.neuron_manifest, std::cout);
@@ -289,8 +309,19 @@ int RunInspect(const InspectArgs& args) {
     std::fprintf(stderr, "error: give a model file or directory (or --neuron-manifest PATH)\n");
     return 2;
   }
+  auto kind = ClassifyModelPath(args.model);
+  if (kind.ok() &&
+      (*kind == ModelPathKind::kTokenizerJson || *kind == ModelPathKind::kSentencePiece)) {
+    kind = InvalidArgument(args.model +
+                           ": a tokenizer file, not a model (expected a GGUF file "
+                           "or a Hugging Face model directory)");
+  }
+  if (!kind.ok()) {
+    std::fprintf(stderr, "error: %s\n", kind.status().ToString().c_str());
+    return 1;
+  }
   std::unique_ptr<GgufFile> file;
-  if (!IsDirectory(args.model)) {
+  if (*kind == ModelPathKind::kGguf) {
     auto opened = GgufFile::Open(args.model);
     if (!opened.ok()) {
       std::fprintf(stderr, "error: %s\n", opened.status().ToString().c_str());

@@ -82,6 +82,14 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--context", args->options.context_length, "Override the context length")
       ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--control-tokens", args->options.control_tokens,
+                  "Control tokens appended to the vocabulary, e.g. '<|im_start|>,<|im_end|>' "
+                  "(not with a GGUF --vocab-from)")
+      ->delimiter(',');
+  cmd->add_option("--chat-template", args->options.chat_template_file,
+                  "Jinja file written as tokenizer.chat_template");
+  cmd->add_option("--eot-token", args->options.eot_token,
+                  "Token written as tokenizer.ggml.eot_token_id (end of turn: a stop token)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->callback([args, exit_code] { *exit_code = RunMakeModel(*args); });
 }

@@ -8,8 +8,8 @@
 // --model, bos_token / eos_token default to the model's special tokens.
 // Output: the rendered prompt exactly (no newline added), or with --json
 // {"text", "segments": [{"kind": "template" | "content", "offset", "length", "text"}],
-//  "token_ids" (with --model: the whole text through the model's tokenizer, no BOS added, as
-//  transformers tokenizes a rendered chat)}.
+//  "token_ids" (with --model: as the server tokenizes a chat prompt -- special tokens only in
+//  template segments, BOS added unless the template wrote it; server/api_request.h)}.
 // Exit status: 0; 1 when the template fails (raise_exception's message, or the syntax or
 // runtime error, on stderr); 2 for bad arguments or unreadable files.
 #include <cstdio>
@@ -22,6 +22,7 @@
 
 #include "model/chat/jinja.h"
 #include "model/model.h"
+#include "server/api_request.h"
 #include "tools/commands.h"
 
 namespace pagoda::cli {
@@ -107,7 +108,7 @@ void PrintJson(const jinja::Rendered& r, const Model* model) {
                         {"text", r.text.substr(s.offset, s.length)}});
   }
   Json out = {{"text", r.text}, {"segments", std::move(segments)}};
-  if (model != nullptr) out["token_ids"] = model->tokenizer->Encode(r.text, /*add_bos=*/false);
+  if (model != nullptr) out["token_ids"] = EncodeChatPrompt(*model->tokenizer, r);
   std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 

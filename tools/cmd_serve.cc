@@ -57,7 +57,8 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("serve", "Serve the gRPC API");
   cmd->add_option("--config,-c", args->config_file, "YAML config file (default: built-in)");
   cmd->add_option("--set", args->overrides, "Override a config key: key.path=value (repeatable)");
-  cmd->add_option("--model,-m", args->model, "Model path (same as --set model.path=...)");
+  cmd->add_option("--model,-m", args->model,
+                  "GGUF model file or Hugging Face directory (same as --set model.path=...)");
   cmd->add_flag("--print-config", args->print_config, "Print the effective config and exit");
   AddKernelFlags(cmd, &args->kernel_flags);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });

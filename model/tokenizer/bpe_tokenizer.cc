@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "model/tokenizer/pretokenizer.h"
+#include "model/tokenizer/special_tokens.h"
 #include "model/tokenizer/utf8.h"
 
 namespace pagoda {
@@ -90,6 +91,9 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizer(BpeVocab vocab, PreTokenizer pre);
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
+  std::vector<int32_t> EncodeWithSpecials(std::string_view text,
+                                          std::span<const TextSpan> special_spans,
+                                          bool add_bos) const override;
   std::string TokenBytes(int32_t id) const override;
   std::string Decode(std::span<const int32_t> ids) const override;
   std::string_view Piece(int32_t id) const override;
@@ -110,7 +114,6 @@ class BpeTokenizer final : public Tokenizer {
   bool InRange(int32_t id) const { return id >= 0 && id < vocab_size(); }
   void IndexTokens();
   void IndexMerges();
-  size_t MatchAdded(std::string_view rest, int32_t* id) const;
   void EncodeSegment(std::string_view segment, std::vector<int32_t>* ids) const;
   void EncodeChunk(std::string_view chunk, std::vector<int32_t>* ids) const;
   void MaybeAddCandidate(const std::vector<Symbol>& symbols, int32_t left, Agenda* agenda) const;
@@ -118,9 +121,7 @@ class BpeTokenizer final : public Tokenizer {
   BpeVocab vocab_;
   PreTokenizer pre_;
   std::unordered_map<std::string_view, int32_t> normal_to_id_;  // byte-alphabet tokens
-  std::unordered_map<std::string_view, int32_t> added_to_id_;   // matched in raw text
-  std::vector<size_t> added_lengths_;                           // distinct, longest first
-  std::array<bool, 256> added_first_byte_{};
+  SpecialTokenMatcher added_;  // added tokens in raw text: user-defined anywhere, control in spans
   std::array<int32_t, 256> byte_to_id_{};
   std::unordered_map<uint64_t, MergeInfo> merges_;  // (left id, right id) -> merge
   std::vector<std::string> token_bytes_;            // TokenBytes(id), precomputed
@@ -147,15 +148,8 @@ void BpeTokenizer::IndexTokens() {
       continue;
     }
     if (kind == TokenKind::kUserDefined) token_bytes_[i] = std::string(token);
-    const bool matched = kind == TokenKind::kUserDefined || vocab_.match_control_tokens;
-    if (matched && !token.empty() && added_to_id_.emplace(token, id).second) {
-      added_lengths_.push_back(token.size());
-      added_first_byte_[static_cast<uint8_t>(token[0])] = true;
-    }
+    added_.Add(token, id, /*anywhere=*/kind == TokenKind::kUserDefined);
   }
-  std::sort(added_lengths_.begin(), added_lengths_.end(), std::greater<>());
-  added_lengths_.erase(std::unique(added_lengths_.begin(), added_lengths_.end()),
-                       added_lengths_.end());
   for (int b = 0; b < 256; ++b) {
     std::string symbol;
     AppendAlphabetChar(static_cast<uint8_t>(b), &symbol);
@@ -199,19 +193,6 @@ std::string BpeTokenizer::Decode(std::span<const int32_t> ids) const {
     if (InRange(id)) raw.append(token_bytes_[id]);
   }
   return utf8::MakeValid(raw);
-}
-
-// Length of the longest added token at the start of `rest` (0 if none).
-size_t BpeTokenizer::MatchAdded(std::string_view rest, int32_t* id) const {
-  for (const size_t len : added_lengths_) {
-    if (len > rest.size()) continue;
-    const auto it = added_to_id_.find(rest.substr(0, len));
-    if (it != added_to_id_.end()) {
-      *id = it->second;
-      return len;
-    }
-  }
-  return 0;
 }
 
 void BpeTokenizer::MaybeAddCandidate(const std::vector<Symbol>& symbols, int32_t left,
@@ -280,24 +261,21 @@ void BpeTokenizer::EncodeSegment(std::string_view segment, std::vector<int32_t>*
 }
 
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_bos) const {
+  const TextSpan all{0, text.size()};
+  return EncodeWithSpecials(
+      text, vocab_.match_control_tokens ? std::span(&all, 1) : std::span<const TextSpan>(),
+      add_bos);
+}
+
+std::vector<int32_t> BpeTokenizer::EncodeWithSpecials(std::string_view text,
+                                                      std::span<const TextSpan> special_spans,
+                                                      bool add_bos) const {
   std::vector<int32_t> ids;
   if (add_bos && vocab_.bos_id >= 0) ids.push_back(vocab_.bos_id);
-  size_t segment_start = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    int32_t id = -1;
-    const size_t len =
-        added_first_byte_[static_cast<uint8_t>(text[pos])] ? MatchAdded(text.substr(pos), &id) : 0;
-    if (len == 0) {
-      ++pos;
-      continue;
-    }
-    EncodeSegment(text.substr(segment_start, pos - segment_start), &ids);
-    ids.push_back(id);
-    pos += len;
-    segment_start = pos;
-  }
-  EncodeSegment(text.substr(segment_start), &ids);
+  SplitOnSpecials(
+      text, special_spans, added_,
+      [&](std::string_view fragment) { EncodeSegment(fragment, &ids); },
+      [&](int32_t id) { ids.push_back(id); });
   return ids;
 }
 

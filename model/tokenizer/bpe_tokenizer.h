@@ -9,7 +9,9 @@
 //   * ByteLevelEncode / ByteLevelDecode — GPT-2's byte <-> printable-character alphabet.
 //
 // Encoding: (1) added tokens (kinds control and user-defined, stored as raw text) are found in
-// the text first, leftmost-longest, and emitted as their ids; (2) each remaining segment is
+// the text first, leftmost-longest, and emitted as their ids (control tokens only where
+// allowed: everywhere for Encode unless match_control_tokens is off, inside the special spans
+// for EncodeWithSpecials); (2) each remaining segment is
 // split by the pre-tokenizer (pretokenizer.h); (3) each chunk's bytes become GPT-2 alphabet
 // symbols, merged by rank (lowest first, ties leftmost) in O(n log n); (4) the final symbols
 // are emitted as ids. A merge whose parts or result are not vocabulary tokens is ignored. A

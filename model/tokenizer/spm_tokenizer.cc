@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "model/tokenizer/special_tokens.h"
 #include "model/tokenizer/utf8.h"
 
 namespace pagoda {
@@ -111,6 +112,9 @@ class SpmTokenizer final : public Tokenizer {
   explicit SpmTokenizer(SpmVocab vocab);
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
+  std::vector<int32_t> EncodeWithSpecials(std::string_view text,
+                                          std::span<const TextSpan> special_spans,
+                                          bool add_bos) const override;
   std::string TokenBytes(int32_t id) const override;
   std::string Decode(std::span<const int32_t> ids) const override;
   std::string_view Piece(int32_t id) const override;
@@ -132,6 +136,7 @@ class SpmTokenizer final : public Tokenizer {
   void MaybeAddCandidate(std::string_view text, const std::vector<Symbol>& symbols, int32_t left,
                          int32_t right, Agenda* agenda, RevMerge* rev_merge) const;
   void EncodeChunk(std::string_view normalized, std::vector<int32_t>* ids) const;
+  void EncodeText(std::string_view text, std::vector<int32_t>* ids) const;
   void Merge(std::string_view text, std::vector<Symbol>* symbols, RevMerge* rev_merge) const;
   void EmitPiece(std::string_view piece, const RevMerge& rev_merge, bool* prev_unk,
                  std::vector<int32_t>* ids) const;
@@ -141,6 +146,7 @@ class SpmTokenizer final : public Tokenizer {
   std::unordered_map<std::string_view, int32_t> piece_to_id_;
   std::unordered_set<std::string_view> user_defined_;
   std::vector<size_t> user_defined_lengths_;  // distinct, longest first
+  SpecialTokenMatcher control_;               // control tokens, matched in special spans only
   std::array<int32_t, 256> byte_to_id_;       // -1: no byte piece
   std::vector<std::string> token_bytes_;      // TokenBytes(id), precomputed
   std::vector<bool> starts_with_meta_;        // piece starts with "▁" (strippable at BOS)
@@ -179,6 +185,7 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab) : vocab_(std::move(vocab)) {
         token_bytes_[i] = vocab_.unk_surface;
         break;
       case TokenKind::kControl:
+        control_.Add(piece, id, /*anywhere=*/false);
         break;
     }
   }
@@ -363,16 +370,32 @@ size_t ChunkEnd(std::string_view text) {
   return end;
 }
 
-std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_bos) const {
-  std::vector<int32_t> ids;
-  if (add_bos && vocab_.bos_id >= 0) ids.push_back(vocab_.bos_id);
+// Normalizes and encodes one text (huge texts chunk-wise).
+void SpmTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
   const std::string normalized = Normalize(text);
   std::string_view rest = normalized;
   while (!rest.empty()) {
     const size_t end = ChunkEnd(rest);
-    EncodeChunk(rest.substr(0, end), &ids);
+    EncodeChunk(rest.substr(0, end), ids);
     rest.remove_prefix(end);
   }
+}
+
+std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_bos) const {
+  std::vector<int32_t> ids;
+  if (add_bos && vocab_.bos_id >= 0) ids.push_back(vocab_.bos_id);
+  EncodeText(text, &ids);
+  return ids;
+}
+
+std::vector<int32_t> SpmTokenizer::EncodeWithSpecials(std::string_view text,
+                                                      std::span<const TextSpan> special_spans,
+                                                      bool add_bos) const {
+  std::vector<int32_t> ids;
+  if (add_bos && vocab_.bos_id >= 0) ids.push_back(vocab_.bos_id);
+  SplitOnSpecials(
+      text, special_spans, control_, [&](std::string_view fragment) { EncodeText(fragment, &ids); },
+      [&](int32_t id) { ids.push_back(id); });
   return ids;
 }
 

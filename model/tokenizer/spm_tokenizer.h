@@ -12,7 +12,8 @@
 // (user-defined pieces are matched greedily first and never merged further), merged by
 // highest-scoring adjacent pair (ties: leftmost) in O(n log n), and pieces not in the
 // vocabulary fall back to <0xXX> byte tokens (or unk). Control tokens are never produced from
-// text. Precompiled normalization charsmaps (NFKC etc.) are not supported.
+// text, except inside the special spans of EncodeWithSpecials. Precompiled normalization charsmaps
+// (NFKC etc.) are not supported.
 #pragma once
 
 #include <cstdint>

@@ -119,14 +119,15 @@ def normalized(body):
 
 
 class AidreamsHttpTest(unittest.TestCase):
-    """The HTTP API on the aidreams260K model (chat through the built-in ChatML template)."""
+    """The HTTP API on the aidreams260K model (chat through a real ChatML template file)."""
 
     @classmethod
     def setUpClass(cls):
         cls.model = os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf")
         with open(os.path.join(ARGS.shared, "models/aidreams260K/reference.json")) as f:
             cls.ref = json.load(f)
-        cls.server = Server("engine.max_num_seqs=32", "model.chat_template=chatml",
+        cls.server = Server("engine.max_num_seqs=32", "model.chat_template=" + os.path.join(
+                                ARGS.shared, "chat-templates/chatml-openhermes-2.5.jinja"),
                             "model.name=aidreams", model=cls.model)
 
     @classmethod

@@ -40,7 +40,8 @@ def start_server(args, token):
     cmd = [args.pagoda, "serve", "--model", model, "--set", "server.listen_address=127.0.0.1:0",
            "--set", "server.metrics_address=127.0.0.1:0",
            "--set", "server.http_address=127.0.0.1:0", "--set", "model.name=aidreams",
-           "--set", "model.chat_template=chatml", "--set", f"server.auth.bearer_token={token}"]
+           "--set", "model.chat_template=" + os.path.join(
+               args.shared, "chat-templates/chatml-openhermes-2.5.jinja"), "--set", f"server.auth.bearer_token={token}"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:

@@ -123,6 +123,11 @@ class Server:
         os.unlink(self.log.name)
 
 
+def CHATML_TEMPLATE():
+    """A real ChatML template of the shared corpus (OpenHermes 2.5)."""
+    return os.path.join(ARGS.shared, "chat-templates/chatml-openhermes-2.5.jinja")
+
+
 def greedy_request(prompt, max_tokens, **kw):
     return pb.GenerateRequest(prompt=prompt, sampling=pb.SamplingParams(temperature=0.0),
                               stopping=pb.StoppingCriteria(max_tokens=max_tokens), **kw)
@@ -324,7 +329,7 @@ class LongGenerationTest(unittest.TestCase):
             server.stop()
 
     def test_messages_render_with_the_configured_template(self):
-        server = Server("model.chat_template=chatml", model=self.model)
+        server = Server("model.chat_template=" + CHATML_TEMPLATE(), model=self.model)
         try:
             msgs = [pb.ChatMessage(role="system", content="Be brief."),
                     pb.ChatMessage(role="user", content="Hello")]

@@ -32,8 +32,10 @@ TEST(ParseOpenAiRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.api.input, ApiInput::kPrompt);
   EXPECT_EQ(r.api.prompt, "hi");
-  EXPECT_EQ(r.api.max_tokens, 16);  // OpenAI's default for completions
+  EXPECT_FALSE(r.api.max_tokens.has_value());  // the rest of the context, as for chat
   EXPECT_EQ(r.api.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.api.sampling_given.temperature);  // the model's default may apply
+  EXPECT_FALSE(r.api.parse_special.has_value());
   EXPECT_FALSE(r.api.sampling.logprobs);
   EXPECT_FALSE(r.stream);
 
@@ -74,13 +76,36 @@ TEST(ParseOpenAiRequest, ChatMessagesAndMaxCompletionTokens) {
   EXPECT_EQ(r.api.input, ApiInput::kMessages);
   ASSERT_EQ(r.api.messages.size(), 2u);
   EXPECT_EQ(r.api.messages[0].role, "system");
-  EXPECT_EQ(r.api.messages[1].content, "ab");
+  EXPECT_EQ(r.api.messages[1].content, "a\nb");  // text parts joined as vLLM joins them
   EXPECT_EQ(r.api.max_tokens, 4);
   EXPECT_TRUE(r.api.sampling.logprobs);
   EXPECT_EQ(r.api.sampling.top_logprobs, 2);
   EXPECT_EQ(r.api.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.api.add_generation_prompt);
+  EXPECT_TRUE(r.api.chat_template_kwargs.is_null());
   // Without a limit a chat request generates what fits the context.
   EXPECT_FALSE(Parse(kChat, R"({"messages": []})").api.max_tokens.has_value());
+}
+
+TEST(ParseOpenAiRequest, TemplateOptionsParseSpecialAndGivenSampling) {
+  const OpenAiRequest chat = Parse(kChat, R"({"messages": [{"role": "tool", "content": "42"}],
+      "add_generation_prompt": false, "chat_template_kwargs": {"enable_thinking": false, "n": 3},
+      "temperature": 0.5, "top_k": null})");
+  EXPECT_EQ(chat.api.messages[0].role, "tool");
+  EXPECT_FALSE(chat.api.add_generation_prompt);
+  EXPECT_EQ(chat.api.chat_template_kwargs.dump(), R"({"enable_thinking":false,"n":3})");
+  EXPECT_TRUE(chat.api.sampling_given.temperature);
+  EXPECT_FALSE(chat.api.sampling_given.top_k);  // null = unset
+  EXPECT_FALSE(chat.api.sampling_given.top_p);
+  const OpenAiRequest plain = Parse(kCompletions, R"({"prompt": "x", "parse_special": false,
+      "top_p": 0.9, "repetition_penalty": 1.1})");
+  EXPECT_EQ(plain.api.parse_special, std::optional<bool>(false));
+  EXPECT_TRUE(plain.api.sampling_given.top_p);
+  EXPECT_TRUE(plain.api.sampling_given.repetition_penalty);
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "chat_template_kwargs": [1]})"),
+            "chat_template_kwargs: expected an object");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "parse_special": 1})"),
+            "parse_special: wrong type or out of range");
 }
 
 TEST(ParseOpenAiRequest, ErrorsNameTheField) {
@@ -119,7 +144,7 @@ TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
            R"({"messages": [], "response_format": {"type": "json_schema"}})",
            R"({"messages": [], "guided_json": {}})",
            R"({"messages": [], "logit_bias": {"1": 5}})",
-           R"({"messages": [{"role": "tool", "content": "x"}]})",
+           R"({"messages": [{"role": "assistant", "tool_calls": []}]})",
            R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        }) {
     EXPECT_NE(ParseError(kChat, body).find("not supported yet"), std::string::npos) << body;

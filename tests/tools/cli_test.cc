@@ -21,6 +21,7 @@ namespace {
 
 using testing::Quote;
 using testing::RunPagoda;
+using testing::RunPagodaRedirected;
 using testing::RunPagodaWithStderr;
 using testing::SharedPath;
 using testing::TempDir;
@@ -244,6 +245,52 @@ TEST(Cli, GgufTokenizerFromSentencePieceMatchesReference) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"], (std::vector<int>{1, 15043, 3186}));
 }
 
+// Every command opens models the same way (model/model.h): tokenize takes a GGUF, an HF
+// directory, a bare tokenizer.json or tokenizer.model; a directory where a file is expected
+// says so.
+TEST(Cli, OneWayToOpenAModel) {
+  TempDir dir;
+  const std::string spm = SharedPath("tokenizers/llama2-spm/tokenizer.model");
+  ASSERT_EQ(
+      RunPagoda("make-model -q --layers 1 --vocab-from " + Quote(spm) + " -o " + dir.File("m.gguf"))
+          .exit_code,
+      0);
+  ASSERT_EQ(RunPagoda("make-model -q --layers 1 --vocab-from " + Quote(spm) +
+                      " --format safetensors -o " + dir.File("hf"))
+                .exit_code,
+            0);
+  const std::vector<int> hello = {1, 15043, 3186};  // <s> Hello world
+  for (const std::string& m : {dir.File("m.gguf"), dir.File("hf"), spm}) {
+    const auto r = RunPagoda("tokenize --json --model " + Quote(m) + " --text 'Hello world'");
+    ASSERT_EQ(r.exit_code, 0) << m;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"], hello) << m;
+  }
+  // A bare tokenizer.json (GPT-2's), with and without parse_special.
+  const std::string json = Quote(SharedPath("tokenizers/gpt2-bpe/tokenizer.json"));
+  auto r = RunPagoda("tokenize --json --model " + json + " --text 'a<|endoftext|>'");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["token_ids"], (std::vector<int>{64, 50256}));
+  r = RunPagoda("tokenize --json --no-parse-special --model " + json + " --text '<|endoftext|>'");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_GT(nlohmann::json::parse(r.out)["token_ids"].size(), 1u);
+  // Directories and tokenizer files where a model is expected say what they are.
+  std::filesystem::create_directories(dir.File("empty"));
+  for (const std::string cmd :
+       {"inspect ", "generate --max-tokens 1 --prompt a --model ", "bench model --model "}) {
+    r = RunPagodaRedirected(cmd + Quote(dir.File("empty")), "2>&1");
+    // inspect reports what it can and exits 0 with an "error" section (see cmd_inspect.cc).
+    EXPECT_EQ(r.exit_code == 0, cmd == std::string("inspect ")) << cmd;
+    EXPECT_NE(r.out.find("a directory without config.json"), std::string::npos) << cmd << r.out;
+  }
+  r = RunPagodaRedirected("generate --max-tokens 1 --prompt a --model " + Quote(spm), "2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("a tokenizer file, not a model"), std::string::npos) << r.out;
+  r = RunPagodaRedirected("tokenize --text a --model " + Quote(dir.File("empty")), "2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("neither tokenizer.json nor tokenizer.model"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("9223372036854775807"), std::string::npos) << r.out;
+}
+
 // ---- pagoda inspect --json ----
 
 nlohmann::json InspectJson(const std::string& path) {
@@ -296,7 +343,10 @@ TEST(CliInspect, AidreamsGguf) {
   ExpectToken(j, "unk", 0, "<unk>");
   ExpectToken(j, "pad", -1, "");  // 4294967295 in the file means none
   ExpectToken(j, "eot", -1, "");
-  EXPECT_EQ(j["chat_template"]["kind"], "none");
+  EXPECT_EQ(j["chat_template"]["present"], false);
+  EXPECT_EQ(j["generation"]["stop_token_ids"], std::vector<int>{2});
+  EXPECT_EQ(j["generation"]["temperature"], 1.0);
+  EXPECT_EQ(j["generation"]["from_model"].size(), 0u);
   EXPECT_EQ(j["tensors"].size(), 39u);
   if (const auto* t = FindTensor(j, "token_embd.weight")) {
     EXPECT_EQ((*t)["type"], "F32");
@@ -384,18 +434,30 @@ TEST(CliInspect, MakeModelSafetensorsDirectoryAndGguf) {
   if (const auto* t = FindTensor(hf, "model.layers.0.self_attn.q_proj.weight")) {
     EXPECT_EQ((*t)["shape"], (std::vector<int>{384, 256}));
   }
-  // A ChatML template in tokenizer_config.json is recognised.
+  // Named templates in tokenizer_config.json and generation_config.json's defaults.
   {
     std::ofstream(dir.File("hf/tokenizer_config.json"))
-        << R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": )"
-           R"("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n)"
-           R"({% endfor %}"})";
+        << R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": [)"
+           R"({"name": "default", "template": "{% for m in messages %}{{ m.content }}{% endfor %}"},)"
+           R"({"name": "tool_use", "template": "{{ tools }}"}]})";
+    std::ofstream(dir.File("hf/generation_config.json"))
+        << R"({"eos_token_id": [2, 7], "temperature": 0.6, "top_p": 0.9})";
   }
-  EXPECT_EQ(InspectJson(dir.File("hf"))["chat_template"]["kind"], "chatml");
+  const auto with_defaults = InspectJson(dir.File("hf"));
+  EXPECT_EQ(with_defaults["chat_template"]["present"], true);
+  EXPECT_EQ(with_defaults["chat_template"]["parses"], true);
+  EXPECT_EQ(with_defaults["chat_template"]["named"], std::vector<std::string>{"tool_use"});
+  EXPECT_EQ(with_defaults["generation"]["stop_token_ids"], (std::vector<int>{2, 7}));
+  EXPECT_NEAR(with_defaults["generation"]["temperature"].get<double>(), 0.6, 1e-6);
+  EXPECT_NEAR(with_defaults["generation"]["top_p"].get<double>(), 0.9, 1e-6);
+  EXPECT_EQ(with_defaults["generation"]["from_model"],
+            (std::vector<std::string>{"temperature", "top_p"}));
   const auto text = RunPagoda("inspect " + dir.File("hf"));
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("qwen3"), std::string::npos);
   EXPECT_NE(text.out.find("llama3"), std::string::npos);
+  EXPECT_NE(text.out.find("stop tokens    [2,7]"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("named: [\"tool_use\"]"), std::string::npos) << text.out;
 }
 
 TEST(CliInspect, ReportsWhyAModelDoesNotLoad) {

@@ -103,7 +103,7 @@ TEST(CliRenderTemplate, NowFixesTheClock) {
 }
 
 // A model's own template (tokenizer_config.json of an HF directory): its special tokens are
-// the defaults, and --json adds the token ids of its tokenizer.
+// the defaults, and --json adds the token ids as the server makes them.
 TEST(CliRenderTemplate, ModelTemplateAndTokenIds) {
   TempDir dir;
   const std::string model = dir.File("hf");
@@ -125,11 +125,15 @@ TEST(CliRenderTemplate, ModelTemplateAndTokenIds) {
   ASSERT_EQ(r.exit_code, 0);
   const auto j = Json::parse(r.out);
   ASSERT_TRUE(j.contains("token_ids"));
-  const auto tok =
-      RunPagoda("tokenize --json --no-bos --model " + Quote(model + "/tokenizer.model") +
-                " --text " + Quote(j["text"].get<std::string>()));
+  // As the server tokenizes a chat: the template's "<s>" / "</s>" are the BOS / EOS tokens
+  // (a SentencePiece tokenizer would not produce them from the text), and no second BOS.
+  const auto tok = RunPagoda("tokenize --json --no-bos --parse-special --model " +
+                             Quote(model + "/tokenizer.model") + " --text " +
+                             Quote(j["text"].get<std::string>()));
   ASSERT_EQ(tok.exit_code, 0);
   EXPECT_EQ(j["token_ids"], Json::parse(tok.out)["token_ids"]);
+  EXPECT_EQ(j["token_ids"].front(), 1);
+  EXPECT_EQ(j["token_ids"].back(), 2);
 }
 
 TEST(CliRenderTemplate, BadArgumentsAndTemplates) {

@@ -193,6 +193,30 @@ TEST(BpeTokenizerTest, UserDefinedTokensLongestMatchRawText) {
   EXPECT_EQ((*tok)->Decode((*tok)->Encode("<ctl>hi there", false)), "<ctl>hi there");
 }
 
+// EncodeWithSpecials: control tokens only wholly inside the special spans (a chat template's
+// own text); user-defined tokens anywhere; the text between encoded as Encode would.
+TEST(BpeTokenizerTest, ControlTokensOnlyInsideSpecialSpans) {
+  BpeVocab v = TinyVocab({"<|im_end|>", "<u>"}, {});
+  v.kinds[256] = TokenKind::kControl;
+  v.kinds[257] = TokenKind::kUserDefined;
+  auto tok = MakeBpeTokenizer(v);
+  ASSERT_TRUE(tok.ok());
+  const std::string text = "a<|im_end|>b<|im_end|><u>";  // [0,1) a, [1,11) eot, 11 b, [12,22)
+  const std::vector<TextSpan> first = {{0, 11}};
+  EXPECT_THAT((*tok)->EncodeWithSpecials(text, first, false),
+              ElementsAre('a', 256, 'b', '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>', 257));
+  const std::vector<TextSpan> all = {{0, text.size()}};
+  EXPECT_EQ((*tok)->EncodeWithSpecials(text, all, false), (*tok)->Encode(text, false));
+  EXPECT_THAT((*tok)->EncodeWithSpecials(text, all, true), ElementsAre('a', 256, 'b', 256, 257));
+  // A token straddling the end of a span is plain text: "<|im_" template + "end|>" content.
+  const std::vector<TextSpan> cut = {{1, 5}};
+  EXPECT_EQ((*tok)->EncodeWithSpecials("a<|im_end|>", cut, false).size(), 11u);
+  EXPECT_EQ((*tok)->EncodeWithSpecials("a<|im_end|>", {}, false).size(), 11u);
+  // Spans after the text or several spans.
+  const std::vector<TextSpan> two = {{0, 1}, {1, 10}, {30, 2}};
+  EXPECT_THAT((*tok)->EncodeWithSpecials("a<|im_end|>", two, false), ElementsAre('a', 256));
+}
+
 TEST(BpeTokenizerTest, AddPrefixSpace) {
   BpeVocab v = TinyVocab({}, {});
   v.add_prefix_space = true;

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <string>
@@ -97,6 +98,29 @@ TEST(LlamaSpmTest, ControlTokenTextIsNotSpecial) {
     }
   }
   EXPECT_EQ(tok->Decode(tok->Encode("<s>", false)), "<s>");
+}
+
+// In special spans (a chat template's own text) "<s>" / "</s>" are the control tokens, and
+// the text after each gets its dummy-prefix space (as llama.cpp and Hugging Face encode
+// "<s>[INST]"); outside them they stay plain text.
+TEST(LlamaSpmTest, ControlTokensInsideSpecialSpans) {
+  const Tokenizer* tok = LlamaTokenizer();
+  ASSERT_NE(tok, nullptr);
+  const std::string text = "<s>Hello</s><s>world";
+  const std::vector<TextSpan> all = {{0, text.size()}};
+  const auto hello = tok->Encode("Hello", false);
+  const auto world = tok->Encode("world", false);
+  std::vector<int32_t> want = {1};
+  want.insert(want.end(), hello.begin(), hello.end());
+  want.push_back(2);
+  want.push_back(1);
+  want.insert(want.end(), world.begin(), world.end());
+  EXPECT_EQ(tok->EncodeWithSpecials(text, all, false), want);
+  EXPECT_EQ(tok->EncodeWithSpecials(text, {}, false), tok->Encode(text, false));
+  const std::vector<TextSpan> head = {{0, 3}};  // only the first "<s>" is template text
+  auto ids = tok->EncodeWithSpecials(text, head, true);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 1), 2);  // add_bos + the template's "<s>"
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 0);
 }
 
 TEST(LlamaSpmTest, AddBos) {
