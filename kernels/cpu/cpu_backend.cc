@@ -107,24 +107,7 @@ PagedKvView CpuBackend::LayerView(int layer) {
 }
 
 Status CpuBackend::Validate(const StepBatch& b, std::span<float> logits) const {
-  const int64_t n = static_cast<int64_t>(b.token_ids.size());
-  if (n == 0 || n > caps_.max_num_batched_tokens) {
-    return InvalidArgument("token_ids: " + std::to_string(n) + " tokens (expected 1.." +
-                           std::to_string(caps_.max_num_batched_tokens) + ")");
-  }
-  if (static_cast<int64_t>(b.slot_mapping.size()) != n) {
-    return InvalidArgument("slot_mapping: size differs from token_ids");
-  }
-  if (b.seqs.empty() || static_cast<int32_t>(b.seqs.size()) > caps_.max_num_seqs) {
-    return InvalidArgument("seqs: " + std::to_string(b.seqs.size()) + " sequences (expected 1.." +
-                           std::to_string(caps_.max_num_seqs) + ")");
-  }
-  for (int32_t id : b.token_ids) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return InvalidArgument("token_ids: " + std::to_string(id) + " is outside the vocabulary");
-    }
-  }
-  return ValidateStepSequences(
+  return ValidateStepBatch(
       b, logits.size(), caps_, config_.vocab_size, config_.context_length,
       [](int64_t) { return OutOfRange("seqs: past the model's context length"); });
 }
