@@ -11,6 +11,7 @@
 #include <span>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/malformed_batches.h"
 #include "tests/reference/llama_forward.h"
 #include "tests/test_data.h"
 
@@ -167,6 +168,88 @@ TEST_P(BackendParity, PagedBackendMatchesReferenceForward) {
   }
 }
 
+// Several sequences per step, as the engine runs them: decodes first, then prefill chunks of the
+// others, each in its own blocks; every sequence's logits match its own reference forward.
+struct SeqRun {
+  std::vector<int32_t> tokens;
+  int32_t prompt_len = 0, pos = 0;
+  std::vector<int32_t> table;
+  std::vector<std::vector<float>> logits;  // after the prompt and after every decode input
+};
+
+void RunBatched(const RandomModel& m, std::vector<SeqRun>& runs, int32_t chunk, int32_t block) {
+  const int32_t per_seq = 64 / block;
+  KvCacheConfig kv;
+  kv.block_size = block;
+  kv.num_blocks = per_seq * static_cast<int32_t>(runs.size()) + 1;
+  kv.dtype = KvDtype::kF32;
+  const int32_t nseq = static_cast<int32_t>(runs.size());
+  auto backend = cpu::CpuBackend::Create(m.config, m.weights, kv, StepLimits{64 * nseq, nseq}, {});
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  for (int32_t s = 0; s < nseq; ++s) {
+    runs[s].table.clear();
+    for (int32_t b = 0; b < per_seq; ++b) runs[s].table.push_back(s * per_seq + per_seq - 1 - b);
+  }
+  const int32_t V = m.config.vocab_size;
+  while (true) {
+    std::vector<int32_t> tokens, slots;
+    std::vector<StepSequence> seqs;
+    std::vector<SeqRun*> order;
+    for (bool decodes : {true, false}) {
+      for (SeqRun& r : runs) {
+        if (r.pos >= static_cast<int32_t>(r.tokens.size()) || (r.pos >= r.prompt_len) != decodes) {
+          continue;
+        }
+        const int32_t n = decodes ? 1 : std::min(chunk, r.prompt_len - r.pos);
+        seqs.push_back({static_cast<int32_t>(tokens.size()), n, r.pos, r.table, decodes, true});
+        for (int32_t i = 0; i < n; ++i) {
+          tokens.push_back(r.tokens[r.pos + i]);
+          slots.push_back(SlotForPosition(r.table, block, r.pos + i));
+        }
+        order.push_back(&r);
+      }
+    }
+    if (seqs.empty()) return;
+    std::vector<float> logits(seqs.size() * V);
+    ASSERT_TRUE((*backend)->Execute(StepBatch{tokens, slots, seqs, {}}, logits).ok());
+    for (size_t i = 0; i < order.size(); ++i) {
+      SeqRun& r = *order[i];
+      r.pos += seqs[i].query_len;
+      if (r.pos >= r.prompt_len) {
+        r.logits.emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+      }
+    }
+  }
+}
+
+TEST_P(BackendParity, SeveralSequencesPerStepMatchTheirReferenceForwards) {
+  const Case& k = GetParam();
+  auto m = MakeRandomModel(k.bias, k.qk_norm, k.window, k.layout, 7, k.rope);
+  std::mt19937 rng(5);
+  const int V = m->config.vocab_size;
+  for (int32_t chunk : {3, 64}) {
+    std::vector<SeqRun> runs(3);
+    const int32_t lens[3] = {30, 24, 27}, prompts[3] = {19, 6, 13};
+    for (int s = 0; s < 3; ++s) {
+      for (int i = 0; i < lens[s]; ++i) runs[s].tokens.push_back(static_cast<int32_t>(rng() % V));
+      runs[s].prompt_len = prompts[s];
+    }
+    RunBatched(*m, runs, chunk, 4);
+    for (int s = 0; s < 3; ++s) {
+      cpu::LlamaForward ref(m->config, m->weights, m->config.context_length);
+      auto all = ref.Forward(runs[s].tokens, /*all_logits=*/true);
+      ASSERT_TRUE(all.ok());
+      ASSERT_EQ(runs[s].logits.size(), runs[s].tokens.size() - runs[s].prompt_len + 1);
+      double max_diff = 0;
+      for (size_t i = 0; i < runs[s].logits.size(); ++i) {
+        const size_t pos = runs[s].prompt_len - 1 + i;
+        max_diff = std::max(max_diff, MaxAbsDiff(runs[s].logits[i], all->subspan(pos * V, V)));
+      }
+      EXPECT_LT(max_diff, 2e-4) << "sequence " << s << " chunk " << chunk;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Options, BackendParity,
     ::testing::Values(Case{false, false, 0, RopeLayout::kInterleaved},
@@ -207,6 +290,31 @@ TEST(BackendParity, RopeScalingChangesTheResult) {
     ASSERT_TRUE(got.ok());
     EXPECT_GT(MaxAbsDiff(base, *got), 1e-3) << static_cast<int>(rope);
   }
+}
+
+// The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
+// checks the engine tests' fake backend shares), writes nothing, and then still serves.
+TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
+  auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+  KvCacheConfig kv;
+  kv.block_size = 4;
+  kv.num_blocks = 16;
+  kv.dtype = KvDtype::kF32;
+  auto backend = cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, {});
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  Backend& b = **backend;
+  const int32_t vocab = b.vocab_size();
+  const auto cases = testing::MalformedBatches(b.capabilities(), vocab, 6);
+  ASSERT_GE(cases.size(), 10u);
+  for (const auto& c : cases) {
+    std::vector<float> logits(c.logit_rows * vocab);
+    const Status st = b.Execute(c.batch(), logits);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.name << ": " << st.ToString();
+    EXPECT_NE(st.message().find(c.field), std::string::npos) << c.name << ": " << st.ToString();
+  }
+  const auto valid = testing::ValidPrefill(6, 4);
+  std::vector<float> logits(vocab);
+  EXPECT_TRUE(b.Execute(valid.batch(), logits).ok());
 }
 
 }  // namespace
