@@ -45,10 +45,12 @@ struct SchedulerConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   bool operator==(const SchedulerConfig&) const = default;
 };
-inline constexpr IntRange kMaxNumSeqsRange{1, kInt32Max};
-inline constexpr IntRange kMaxNumBatchedTokensRange{1, kInt32Max};
-inline constexpr IntRange kMaxNumPartialPrefillsRange{1, kInt32Max};
-inline constexpr IntRange kMaxPrefillChunkRange{0, kInt32Max};
+// Backends size their step buffers by these caps (per token and per sequence): the upper bounds
+// keep every size well inside int32 arithmetic and refuse values no machine could allocate.
+inline constexpr IntRange kMaxNumSeqsRange{1, 1 << 16};
+inline constexpr IntRange kMaxNumBatchedTokensRange{1, 1 << 20};
+inline constexpr IntRange kMaxNumPartialPrefillsRange{1, 1 << 16};
+inline constexpr IntRange kMaxPrefillChunkRange{0, 1 << 20};
 
 // Ranges above and max_num_batched_tokens >= max_num_seqs; errors name the `engine.` key.
 Status ValidateSchedulerConfig(const SchedulerConfig& config);

@@ -418,6 +418,18 @@ TEST(Cli, MakeModelRejectsBadArchAndRopeScaling) {
             2);
 }
 
+// A knob out of its range stops `serve` before anything is loaded or allocated, with one
+// `--set '...':` prefix (it used to be printed twice) and the range.
+TEST(CliServe, OutOfRangeSetIsAClearErrorNotAnAllocationFailure) {
+  std::string err;
+  const auto r = RunPagodaWithStderr("serve --set engine.max_num_batched_tokens=2147483647", &err);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(err,
+            "error: --set 'engine.max_num_batched_tokens=2147483647': "
+            "engine.max_num_batched_tokens: expected an integer in 1..1048576, got "
+            "\"2147483647\"\n");
+}
+
 TEST(Cli, HelpWorksForEveryCommand) {
   for (const char* cmd : {"", "generate", "tokenize", "inspect", "make-model"}) {
     const auto r = RunPagoda(std::string(cmd) + " --help");

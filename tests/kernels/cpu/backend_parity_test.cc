@@ -317,5 +317,31 @@ TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
   EXPECT_TRUE(b.Execute(valid.batch(), logits).ok());
 }
 
+// Knob-sized allocations are checked first: a step budget whose buffers exceed the machine's
+// memory and thousands of threads on a few cores are refused with the key's name.
+TEST(CpuBackendValidation, OversizedStepBuffersAndThreadCountsAreRefused) {
+  auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+  KvCacheConfig kv;
+  kv.block_size = 4;
+  kv.num_blocks = 16;
+  kv.dtype = KvDtype::kF32;
+  ModelConfig wide = m->config;  // dimensions only: nothing is allocated for it
+  wide.n_embd = 1 << 16, wide.n_heads = 512, wide.n_kv_heads = 512, wide.head_dim = 128;
+  wide.n_ff = 1 << 18;
+  auto big = cpu::CpuBackend::Create(wide, m->weights, kv, StepLimits{1 << 20, 64}, {});
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(big.status().message().rfind("engine.max_num_batched_tokens: 1048576 tokens", 0), 0u)
+      << big.status().ToString();
+  cpu::CpuBackendOptions options;
+  options.threads = 4096;
+  auto threads = cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, options);
+  ASSERT_FALSE(threads.ok());
+  EXPECT_EQ(threads.status().message().rfind("backend.threads: 4096 exceeds", 0), 0u)
+      << threads.status().ToString();
+  options.threads = 3;  // a small oversubscription stays allowed
+  EXPECT_TRUE(cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, options).ok());
+}
+
 }  // namespace
 }  // namespace pagoda
