@@ -3,7 +3,10 @@
 // HTTP API (/v1/completions, /v1/chat/completions) each translate their wire message into an
 // ApiRequest and call BuildRequest, so tokenization, chat rendering, defaults and the checks
 // below are the same on every API:
-//   - exactly one input: a text prompt, prompt token ids or chat messages, none empty;
+//   - request_id: at most kMaxRequestIdBytes printable ASCII characters (it is echoed in every
+//     message and gRPC metadata);
+//   - exactly one input: a text prompt, prompt token ids or chat messages, none empty; prompt
+//     text (or the rendered chat) longer than ctx.max_prompt_bytes is refused before tokenizing;
 //   - messages rendered with the resolved chat template; a rendered BOS string becomes the BOS
 //     token and the template's end-of-turn token becomes a stop token;
 //   - max_tokens in 1..server.max_tokens_limit (or the context length); when not given, the
@@ -41,6 +44,12 @@ struct ApiRequest {
   bool include_stop_str_in_output = false;
   int32_t priority = 0;
 };
+
+inline constexpr size_t kMaxRequestIdBytes = 256;
+
+// The most bytes of text that can tokenize into fewer than `max_model_len` tokens (for
+// ServingContext::max_prompt_bytes); see the derivation in api_request.cc.
+int64_t MaxPromptBytes(const Tokenizer& tokenizer, int32_t max_model_len);
 
 // Builds the engine Request (see the file comment); errors name the field.
 Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api);

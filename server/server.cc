@@ -17,6 +17,7 @@
 
 #include "model/make_model.h"
 #include "runtime/runtime.h"
+#include "server/api_request.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
 #include "server/openai_api.h"
@@ -163,6 +164,9 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   s.ctx.block_size = caps.block_size;
   s.ctx.num_blocks = caps.num_blocks;
   s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
+  const int32_t context = s.model->config.context_length, mml = cfg.runtime.engine.max_model_len;
+  s.ctx.max_prompt_bytes =
+      MaxPromptBytes(*s.model->tokenizer, mml > 0 && mml < context ? mml : context);
   ResolveChatTemplate(cfg.model.chat_template, &s.ctx);
   PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
   return Status::Ok();

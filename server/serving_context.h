@@ -29,6 +29,7 @@ struct ServingContext {
   int32_t block_size = 0;
   int32_t num_blocks = 0;
   int32_t max_tokens_limit = 0;  // 0: the context length
+  int64_t max_prompt_bytes = 0;  // longer prompt text is refused untokenized; 0: no limit
   std::string bearer_token;      // empty: no auth
   // The chat template of `messages` requests and the id of its end-of-turn token (-1 when that
   // is not a single token), resolved once by ResolveChatTemplate; an error here is what every
