@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
 #include "common/mapped_file.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/tokenizer/sentencepiece_model.h"
@@ -24,6 +25,7 @@ bool FileExists(const std::string& path) {
 }
 
 Result<Json> ParseJsonText(std::string_view text, const std::string& what) {
+  PAGODA_RETURN_IF_ERROR(CheckJsonDepth(text, what));
   try {
     Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + ": not a JSON object");

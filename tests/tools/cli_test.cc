@@ -410,6 +410,41 @@ TEST(CliInspect, ReportsWhyAModelDoesNotLoad) {
   EXPECT_NE(RunPagoda("inspect " + dir.File("missing.gguf")).exit_code, 0);
 }
 
+// A special token whose bytes are not UTF-8 (here BOS "<s>" patched to "\xff\xfe<" in a copy
+// of aidreams) is printed with U+FFFD in text mode; nlohmann used to abort (type_error.316).
+TEST(CliInspect, NonUtf8SpecialTokenInTextMode) {
+  TempDir dir;
+  std::ifstream in(SharedPath("models/aidreams260K/aidreams260K-f32.gguf"), std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  const std::string piece = std::string("\x03\0\0\0\0\0\0\0", 8) + "<s>";
+  const size_t at = bytes.find(piece);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + 8, 3, "\xff\xfe<");
+  std::ofstream(dir.File("bad.gguf"), std::ios::binary) << bytes;
+  const auto r = RunPagoda("inspect " + dir.File("bad.gguf"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("bos            1 \"\xef\xbf\xbd\xef\xbf\xbd<\""), std::string::npos)
+      << r.out;
+  EXPECT_EQ(RunPagoda("inspect --json " + dir.File("bad.gguf")).exit_code, 0);
+}
+
+// JSON nested 200000 deep in an HF folder's config.json used to overflow the stack (SIGSEGV):
+// it is reported as the loader's error, in text and JSON mode.
+TEST(CliInspect, DeeplyNestedHfJsonIsAnErrorNotACrash) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("deep"));
+  std::ofstream(dir.File("deep/config.json"))
+      << "{\"a\": " << std::string(200000, '[') << std::string(200000, ']') << "}";
+  const auto text = RunPagoda("inspect " + dir.File("deep"));
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("config.json: JSON nested deeper than 256 levels"), std::string::npos)
+      << text.out;
+  const auto json = RunPagoda("inspect --json " + dir.File("deep"));
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_NE(nlohmann::json::parse(json.out)["error"].get<std::string>().find("nested deeper"),
+            std::string::npos);
+}
+
 TEST(Cli, MakeModelRejectsBadArchAndRopeScaling) {
   TempDir dir;
   EXPECT_NE(RunPagoda("make-model -q --arch gpt2 -o " + dir.File("a.gguf")).exit_code, 0);
