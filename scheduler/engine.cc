@@ -20,7 +20,13 @@ Status ValidateEngineConfig(const EngineConfig& c) {
   PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(c.scheduler));
   PAGODA_RETURN_IF_ERROR(
       CheckRange("server.max_waiting_requests", c.max_waiting_requests, kMaxWaitingRequestsRange));
-  return CheckRange("engine.max_model_len", c.max_model_len, kMaxModelLenRange);
+  PAGODA_RETURN_IF_ERROR(CheckRange("engine.max_model_len", c.max_model_len, kMaxModelLenRange));
+  if (c.max_model_len == 1) {
+    return InvalidArgument(
+        "engine.max_model_len: 1 leaves no room for a prompt token and a generated one (0: the "
+        "model's context length, else >= 2)");
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backend& backend,

@@ -269,6 +269,17 @@ TEST_F(EngineTest, ValidationAndQueueLimits) {
   EXPECT_EQ(engine_->Submit(Greedy("dup", {5}, 3)).status().code(), StatusCode::kInvalidArgument);
 }
 
+// engine.max_model_len: 1 made a server that rejected every request; it is refused at start-up.
+TEST(EngineConfigTest, MaxModelLenOfOneIsRefused) {
+  EngineConfig ec;
+  ec.max_model_len = 1;
+  EXPECT_EQ(ValidateEngineConfig(ec).message(),
+            "engine.max_model_len: 1 leaves no room for a prompt token and a generated one (0: the "
+            "model's context length, else >= 2)");
+  ec.max_model_len = 2;
+  EXPECT_TRUE(ValidateEngineConfig(ec).ok());
+}
+
 TEST_F(EngineTest, BackendFailureFailsOnlyThatStepsRequests) {
   Make(128, 4);
   auto a = Submit(Greedy("a", Prompt(5, 1), 4));

@@ -31,6 +31,7 @@ void ExpectAidreamsReference(const std::string& extra) {
   const std::string model = SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
   const auto ref = testing::LoadJson(SharedPath("models/aidreams260K/reference.json"));
   ASSERT_TRUE(ref.contains("cases"));
+  ASSERT_GE(ref["cases"].size(), 1u) << "no reference cases: nothing would be checked";
   const int ctx = ref["config"]["seq_len"];
   for (const auto& c : ref["cases"]) {
     const auto prompt_ids = c["prompt_tokens"].get<std::vector<int32_t>>();
