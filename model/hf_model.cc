@@ -322,6 +322,9 @@ Result<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& dir, const
       return tok;
     }
     json_error = vocab.status().WithPrefix(json_path);
+    // Only a tokenizer kind the BPE reader does not take (UNIMPLEMENTED, e.g. a Unigram model)
+    // falls back to tokenizer.model; a broken tokenizer.json is reported, never replaced.
+    if (vocab.status().code() != StatusCode::kUnimplemented) return json_error;
   }
   if (!FileExists(spm_path)) return json_error;
   PAGODA_ASSIGN_OR_RETURN(SpmVocab spm, LoadSentencePieceModel(spm_path));

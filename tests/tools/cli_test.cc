@@ -446,6 +446,23 @@ TEST(CliInspect, DeeplyNestedHfJsonIsAnErrorNotACrash) {
             std::string::npos);
 }
 
+// A broken tokenizer.json beside a tokenizer.model is reported (it used to fall back to
+// tokenizer.model silently); one of a kind the BPE reader does not take still falls back.
+TEST(Cli, BrokenTokenizerJsonIsReportedNotReplaced) {
+  TempDir dir;
+  ASSERT_EQ(
+      RunPagoda("make-model -q --layers 1 --format safetensors -o " + dir.File("hf")).exit_code, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir.File("hf/tokenizer.model")));
+  std::ofstream(dir.File("hf/tokenizer.json")) << "{\"model\": {\"type\": \"BPE\", \"vocab\": [";
+  auto broken = LoadModel(dir.File("hf"));
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("tokenizer.json"), std::string::npos)
+      << broken.status().ToString();
+  std::ofstream(dir.File("hf/tokenizer.json")) << R"({"model": {"type": "Unigram", "vocab": []}})";
+  auto unigram = LoadModel(dir.File("hf"));
+  EXPECT_TRUE(unigram.ok()) << unigram.status().ToString();
+}
+
 TEST(Cli, MakeModelRejectsBadArchAndRopeScaling) {
   TempDir dir;
   EXPECT_NE(RunPagoda("make-model -q --arch gpt2 -o " + dir.File("a.gguf")).exit_code, 0);
