@@ -56,8 +56,7 @@ Status CheckStepBuffers(const ModelConfig& config, const StepLimits& limits) {
   return ResourceExhausted(
       "engine.max_num_batched_tokens: " + std::to_string(limits.max_num_batched_tokens) +
       " tokens per step need " + std::to_string(need >> 20) +
-      " MiB of step buffers for this model, more than half of this "
-      "machine's " +
+      " MiB of step buffers for this model, more than half of this machine's " +
       std::to_string(have >> 20) + " MiB of memory");
 }
 
