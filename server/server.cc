@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +108,24 @@ int WaitForSignal(const std::function<void()>& tick) {
 
 // Start-up failures go to stderr as "error: MESSAGE" (the message verbatim: the Neuron
 // backend's are multi-line and exact); returns the exit code.
+// The weights are read straight from the model file's mapping: a SIGBUS while serving means
+// that file was truncated or replaced on disk. Say so, then die of the signal as before
+// (SA_RESETHAND: the faulting read runs again under the default action). Async-signal-safe.
+void ReportSigbus(int) {
+  static constexpr char kMessage[] =
+      "fatal: SIGBUS reading the memory-mapped model file: it was truncated or replaced on disk "
+      "while being served; restart the server with an intact model\n";
+  if (::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1) < 0) return;
+}
+
+void InstallSigbusReport() {
+  struct sigaction sa {};
+  sa.sa_handler = ReportSigbus;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
 int StartupFailed(const Status& st, int exit_code) {
   std::fprintf(stderr, "error: %s\n", st.message().c_str());
   return exit_code;
@@ -215,6 +234,7 @@ int RunServer(const PagodaConfig& cfg) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  InstallSigbusReport();
   std::unique_ptr<tbb::global_control> threads;
   if (cfg.runtime.cpu.threads > 0) {
     threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,

@@ -458,6 +458,29 @@ class HardeningTest(unittest.TestCase):
         self.assertIn("bytes cannot fit the context", err.exception.details())
 
 
+class TruncatedModelTest(unittest.TestCase):
+    """The served model file truncated in place: the next read of its mapping is a SIGBUS; the
+    server says why in its log before it dies (it used to die silently)."""
+
+    def test_truncated_model_file_is_reported(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "m.gguf")
+            shutil.copy(os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf"),
+                        model)
+            server = Server(model=model)
+            try:
+                with open(model, "r+b") as f:
+                    f.truncate(4096)
+                with self.assertRaises(grpc.RpcError):
+                    server.stub.Complete(greedy_request("Whispers", 4), timeout=30)
+                server.proc.wait(timeout=30)
+                self.assertEqual(server.proc.returncode, -signal.SIGBUS)
+                self.assertIn("fatal: SIGBUS reading the memory-mapped model file",
+                              server.output())
+            finally:
+                server.stop()
+
+
 class ConfigTest(unittest.TestCase):
     def test_bad_config_fails_with_file_line_key(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
