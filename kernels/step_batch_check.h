@@ -1,11 +1,13 @@
-// The StepBatch checks every backend's Execute makes (kernels/backend.h): its sequences' rows,
-// order, block tables and the logits size. Header-only (kernels/ has no library of its own);
-// each backend checks its own limits (batch and sequence counts, vocabulary) around it.
+// The StepBatch checks every backend's Execute makes (kernels/backend.h), and the engine tests'
+// fake backend with them: the step's token and sequence counts against the capabilities (the
+// config's engine caps), slots, token ids, its sequences' rows, order, block tables and the
+// logits size. Header-only (kernels/ has no library of its own).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 #include "kernels/backend.h"
@@ -34,7 +36,7 @@ Status ValidateStepSequences(const StepBatch& b, size_t logits_size,
       return InvalidArgument("seqs: block_table does not cover the sequence's positions");
     }
     for (int32_t blk : s.block_table) {
-      if (blk >= caps.num_blocks) return InvalidArgument("seqs: block id past the pool");
+      if (blk < 0 || blk >= caps.num_blocks) return InvalidArgument("seqs: block id past the pool");
     }
     next_row += s.query_len;
     logit_rows += s.needs_logits ? 1 : 0;
@@ -46,6 +48,49 @@ Status ValidateStepSequences(const StepBatch& b, size_t logits_size,
     return InvalidArgument("logits: expected " + std::to_string(logit_rows) + " rows");
   }
   return Status::Ok();
+}
+
+// Every check of one step: 1..caps.max_num_batched_tokens tokens with ids in [0, vocab), a slot
+// per token (< 0: not written) inside the pool, 1..caps.max_num_seqs sequences, then
+// ValidateStepSequences. INVALID_ARGUMENT names the field and the expected range.
+template <typename PastMaxLen>
+Status ValidateStepBatch(const StepBatch& b, size_t logits_size, const BackendCapabilities& caps,
+                         int32_t vocab, int64_t max_len, PastMaxLen&& past_max_len) {
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  if (n == 0 || n > caps.max_num_batched_tokens) {
+    return InvalidArgument("token_ids: " + std::to_string(n) + " tokens (expected 1.." +
+                           std::to_string(caps.max_num_batched_tokens) + ")");
+  }
+  if (static_cast<int64_t>(b.slot_mapping.size()) != n) {
+    return InvalidArgument("slot_mapping: " + std::to_string(b.slot_mapping.size()) +
+                           " slots for " + std::to_string(n) + " tokens");
+  }
+  const int64_t num_slots = int64_t{caps.num_blocks} * caps.block_size;
+  for (int32_t slot : b.slot_mapping) {
+    if (slot >= num_slots) {
+      return InvalidArgument("slot_mapping: slot " + std::to_string(slot) + " past the pool (" +
+                             std::to_string(num_slots) + " slots)");
+    }
+  }
+  if (b.seqs.empty() || static_cast<int64_t>(b.seqs.size()) > caps.max_num_seqs) {
+    return InvalidArgument("seqs: " + std::to_string(b.seqs.size()) + " sequences (expected 1.." +
+                           std::to_string(caps.max_num_seqs) + ")");
+  }
+  for (int32_t id : b.token_ids) {
+    if (id < 0 || id >= vocab) {
+      return InvalidArgument("token_ids: " + std::to_string(id) +
+                             " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+  for (const BlockCopy& c : b.block_copies) {
+    if (c.src_block < 0 || c.src_block >= caps.num_blocks || c.dst_block < 0 ||
+        c.dst_block >= caps.num_blocks) {
+      return InvalidArgument("block_copies: block id outside [0, " +
+                             std::to_string(caps.num_blocks) + ")");
+    }
+  }
+  return ValidateStepSequences(b, logits_size, caps, vocab, max_len,
+                               std::forward<PastMaxLen>(past_max_len));
 }
 
 }  // namespace pagoda

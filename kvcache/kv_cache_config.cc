@@ -115,7 +115,14 @@ Result<KvCacheConfig> ResolveKvCacheConfig(const KvCacheOptions& o, const KvCach
     // Enough for every sequence slot to reach the full context, within the memory budget.
     const int64_t blocks_per_seq = (shape.max_model_len + o.block_size - 1) / o.block_size;
     const int64_t need = blocks_per_seq * shape.max_num_seqs + 1;
-    kv.num_blocks = std::max<int64_t>(1, std::min(need, o.memory_bytes / KvBytesPerBlock(kv)));
+    const int64_t fit = o.memory_bytes / KvBytesPerBlock(kv);
+    if (fit < 1) {
+      return InvalidArgument("kv_cache.memory_bytes: " + std::to_string(o.memory_bytes) +
+                             " bytes hold no KV block of this model (one block takes " +
+                             std::to_string(KvBytesPerBlock(kv)) +
+                             " bytes for all layers, K and V)");
+    }
+    kv.num_blocks = std::min(need, fit);
   }
   return kv;
 }

@@ -34,7 +34,9 @@ inline constexpr std::pair<std::string_view, KvDtype> kKvDtypeNames[] = {
 inline constexpr int32_t kDefaultKvBlockSize = 16;
 inline constexpr IntRange kKvBlockSizeRange{1, 256, /*power_of_two=*/true};
 inline constexpr IntRange kKvMemoryBytesRange{1, kInt64Max};
-inline constexpr IntRange kKvNumBlocksRange{0, kInt32Max};
+// The block manager keeps per-block state: 2^24 blocks (2^28 tokens at block size 16) is far
+// beyond any pool, and a larger count is refused where it is written (file:line).
+inline constexpr IntRange kKvNumBlocksRange{0, 1 << 24};
 
 // The `kv_cache:` config section (kv_cache.enable_prefix_caching belongs to the engine:
 // EngineConfig, scheduler/engine.h).

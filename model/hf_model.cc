@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
 #include "common/mapped_file.h"
 #include "model/tokenizer/bpe_tokenizer.h"
 #include "model/tokenizer/sentencepiece_model.h"
@@ -25,6 +26,7 @@ bool FileExists(const std::string& path) {
 }
 
 Result<Json> ParseJsonText(std::string_view text, const std::string& what) {
+  PAGODA_RETURN_IF_ERROR(CheckJsonDepth(text, what));
   try {
     Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument(what + ": not a JSON object");
@@ -363,6 +365,9 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFiles(const std::string& json_pa
       return tok;
     }
     json_error = vocab.status().WithPrefix(json_path);
+    // Only a tokenizer kind the BPE reader does not take (UNIMPLEMENTED, e.g. a Unigram model)
+    // falls back to tokenizer.model; a broken tokenizer.json is reported, never replaced.
+    if (vocab.status().code() != StatusCode::kUnimplemented) return json_error;
   }
   if (spm_path.empty() || !FileExists(spm_path)) return json_error;
   PAGODA_ASSIGN_OR_RETURN(SpmVocab spm, LoadSentencePieceModel(spm_path));

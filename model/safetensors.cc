@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/json_depth.h"
+
 namespace pagoda {
 namespace {
 
@@ -34,9 +36,11 @@ const DtypeInfo* FindDtype(std::string_view name) {
   return nullptr;
 }
 
-// Parses JSON without throwing; `duplicate` receives the first key repeated in the top-level
-// object (nlohmann would silently keep the last one).
-Result<Json> ParseJson(std::string_view text, std::string* duplicate) {
+// Parses JSON without throwing (nesting bounded first: common/json_depth.h); `duplicate`
+// receives the first key repeated in the top-level object (nlohmann would silently keep the last
+// one). Errors start with `what` ("header", "index").
+Result<Json> ParseJson(std::string_view text, const std::string& what, std::string* duplicate) {
+  PAGODA_RETURN_IF_ERROR(CheckJsonDepth(text, what));
   std::set<std::string> seen;
   auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (event == Json::parse_event_t::key && depth == 1 && parsed.is_string()) {
@@ -47,10 +51,10 @@ Result<Json> ParseJson(std::string_view text, std::string* duplicate) {
   };
   try {
     Json j = Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return InvalidArgument("header: not valid JSON");
+    if (j.is_discarded()) return InvalidArgument(what + ": not valid JSON");
     return j;
   } catch (const std::exception& e) {
-    return InvalidArgument(std::string("header: not valid JSON (") + e.what() + ")");
+    return InvalidArgument(what + ": not valid JSON (" + e.what() + ")");
   }
 }
 
@@ -178,7 +182,7 @@ Status SafetensorsFile::ParseHeader() {
   if (n < 2) return InvalidArgument("header: too short to be a JSON object");
   std::string duplicate;
   const auto* text = reinterpret_cast<const char*>(bytes_.data() + 8);
-  PAGODA_ASSIGN_OR_RETURN(Json root, ParseJson(std::string_view(text, n), &duplicate));
+  PAGODA_ASSIGN_OR_RETURN(Json root, ParseJson(std::string_view(text, n), "header", &duplicate));
   if (!root.is_object()) return InvalidArgument("header: expected a JSON object");
   if (!duplicate.empty()) return InvalidArgument("header: duplicate name '" + duplicate + "'");
   const uint64_t buffer_size = bytes_.size() - 8 - n;
@@ -223,8 +227,8 @@ const SafetensorsTensor* SafetensorsFile::Find(std::string_view name) const {
 
 Result<std::map<std::string, std::string>> ParseSafetensorsIndex(std::string_view json_text) {
   std::string duplicate;
-  PAGODA_ASSIGN_OR_RETURN(Json root, ParseJson(json_text, &duplicate));
-  if (!root.is_object()) return InvalidArgument("expected a JSON object");
+  PAGODA_ASSIGN_OR_RETURN(Json root, ParseJson(json_text, "index", &duplicate));
+  if (!root.is_object()) return InvalidArgument("index: expected a JSON object");
   auto wm = root.find("weight_map");
   if (wm == root.end() || !wm->is_object()) {
     return InvalidArgument("weight_map: missing or not an object");

@@ -18,9 +18,15 @@ int32_t ResolveMaxModelLen(int32_t configured, const BackendCapabilities& caps) 
 
 Status ValidateEngineConfig(const EngineConfig& c) {
   PAGODA_RETURN_IF_ERROR(ValidateSchedulerConfig(c.scheduler));
-  PAGODA_RETURN_IF_ERROR(CheckRange("server.max_waiting_requests", c.max_waiting_requests,
-                                    kMaxWaitingRequestsRange));
-  return CheckRange("engine.max_model_len", c.max_model_len, kMaxModelLenRange);
+  PAGODA_RETURN_IF_ERROR(
+      CheckRange("server.max_waiting_requests", c.max_waiting_requests, kMaxWaitingRequestsRange));
+  PAGODA_RETURN_IF_ERROR(CheckRange("engine.max_model_len", c.max_model_len, kMaxModelLenRange));
+  if (c.max_model_len == 1) {
+    return InvalidArgument(
+        "engine.max_model_len: 1 leaves no room for a prompt token and a generated one (0: the "
+        "model's context length, else >= 2)");
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backend& backend,
@@ -92,6 +98,13 @@ Status Engine::ValidateRequest(const Request& r) const {
     }
   }
   PAGODA_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling, backend_.vocab_size()));
+  const int32_t max_num_seqs = scheduler_.config().max_num_seqs;  // fixed at construction
+  if (r.sampling.n > max_num_seqs) {
+    // Every sample is a sequence of the batch: more than the batch holds could never run.
+    return InvalidArgument("n: " + std::to_string(r.sampling.n) +
+                           " samples exceed engine.max_num_seqs (" + std::to_string(max_num_seqs) +
+                           "), the sequences one step holds");
+  }
   const int64_t need = std::min<int64_t>(n + r.stopping.max_tokens, max_model_len_);
   const int64_t capacity = int64_t{kv_.num_blocks()} * kv_.block_size();
   if (need > capacity) {

@@ -47,6 +47,7 @@ Sequence& OutputProcessor::AddRequest(NewRequest request) {
   s->seq.arrival_order = next_arrival_++;
   s->seq.token_ids = r.request.prompt_token_ids;
   s->seq.num_prompt_tokens = static_cast<int32_t>(r.request.prompt_token_ids.size());
+  s->seq.num_unforked_samples = std::max(1, r.request.sampling.n) - 1;
   samples_by_seq_[s->seq.seq_id] = s.get();
   Sequence& seq = s->seq;
   r.samples.push_back(std::move(s));
@@ -87,6 +88,7 @@ void OutputProcessor::ProcessSampled(SampleState& s, std::span<const float> logi
 // the prompt's blocks (copy-on-write) and each draws its first token from the same logits.
 void OutputProcessor::ForkSamples(RequestState& r, std::span<const float> logits) {
   const int32_t n = std::max(1, r.request.sampling.n);
+  r.samples[0]->seq.num_unforked_samples = 0;  // the seats it held pass to the forks
   const SampleState& parent = *r.samples[0];
   for (int32_t i = 1; i < n; ++i) {
     auto child = std::make_unique<SampleState>();

@@ -116,10 +116,17 @@ void Scheduler::SchedulePartialPrefills(SchedulerOutput& out, int32_t& budget, i
   }
 }
 
+int32_t Scheduler::num_running_seats() const {
+  int32_t seats = 0;
+  for (const Sequence* seq : running_) seats += seq->seats();
+  return seats;
+}
+
 void Scheduler::AdmitWaiting(SchedulerOutput& out, int32_t& budget, int32_t& partial) {
-  while (!waiting_.empty() && budget > 0 && partial < config_.max_num_partial_prefills &&
-         num_running() < config_.max_num_seqs) {
+  int32_t seats = num_running_seats();
+  while (!waiting_.empty() && budget > 0 && partial < config_.max_num_partial_prefills) {
     Sequence* seq = waiting_.front();
+    if (seats + seq->seats() > config_.max_num_seqs) break;  // no room for all its samples
     const int32_t cached = kv_.NumCachedPromptTokens(seq->token_ids);
     const int32_t n = std::min(seq->num_tokens() - cached, ChunkLimit(budget));
     auto admitted = kv_.AllocatePrompt(seq->seq_id, seq->token_ids, n);
@@ -129,6 +136,7 @@ void Scheduler::AdmitWaiting(SchedulerOutput& out, int32_t& budget, int32_t& par
     if (seq->num_cached_tokens_at_admission < 0) seq->num_cached_tokens_at_admission = *admitted;
     seq->status = SeqStatus::kRunning;
     running_.push_back(seq);
+    seats += seq->seats();
     const int32_t n_new = std::min(seq->num_tokens() - *admitted, n);
     out.scheduled.push_back({seq, n_new, false});
     budget -= n_new;

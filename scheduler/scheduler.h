@@ -6,10 +6,15 @@
 //   3. admit waiting sequences (policy order; preempted ones re-enter ahead of everything that
 //      arrived after them) while blocks, budget, max_num_seqs and max_num_partial_prefills
 //      allow; a head that does not fit holds back the rest. Prefix-cache hits count as computed.
+//      A request's sample 0 is admitted only with room for all n samples (Sequence::seats()):
+//      its forks join the running set after its prompt without overflowing max_num_seqs, so
+//      the running set's seats never exceed max_num_seqs (the Engine rejects n > max_num_seqs).
 // When a sequence of 1. or 2. cannot get a block, a victim is preempted (PickVictim: the last
 // running one in policy order -- under kPriority the lowest priority, then the newest -- that
 // is not already in this step, possibly the sequence itself): its blocks are freed and it
-// waits to be recomputed.
+// waits to be recomputed. Each sample of an n > 1 request is a sequence of its own, preempted
+// and recomputed like any other (as vLLM V1 does for parallel sampling); the policy order puts
+// a request's samples by sample index, so its newest samples are the first victims.
 // KV slots for everything scheduled are allocated here. The caller runs the step, commits the
 // computed tokens (KvCacheManager::CommitTokens, Sequence::num_computed_tokens) and calls
 // Finish() when a sequence ends (in Pagoda the Engine; its OutputProcessor appends sampled
@@ -40,10 +45,12 @@ struct SchedulerConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   bool operator==(const SchedulerConfig&) const = default;
 };
-inline constexpr IntRange kMaxNumSeqsRange{1, kInt32Max};
-inline constexpr IntRange kMaxNumBatchedTokensRange{1, kInt32Max};
-inline constexpr IntRange kMaxNumPartialPrefillsRange{1, kInt32Max};
-inline constexpr IntRange kMaxPrefillChunkRange{0, kInt32Max};
+// Backends size their step buffers by these caps (per token and per sequence): the upper bounds
+// keep every size well inside int32 arithmetic and refuse values no machine could allocate.
+inline constexpr IntRange kMaxNumSeqsRange{1, 1 << 16};
+inline constexpr IntRange kMaxNumBatchedTokensRange{1, 1 << 20};
+inline constexpr IntRange kMaxNumPartialPrefillsRange{1, 1 << 16};
+inline constexpr IntRange kMaxPrefillChunkRange{0, 1 << 20};
 
 // Ranges above and max_num_batched_tokens >= max_num_seqs; errors name the `engine.` key.
 Status ValidateSchedulerConfig(const SchedulerConfig& config);
@@ -78,6 +85,8 @@ class Scheduler {
   void Finish(Sequence* seq);
 
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  // Places the running set holds (<= max_num_seqs): running sequences and their unforked samples.
+  int32_t num_running_seats() const;
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   const SchedulerConfig& config() const { return config_; }

@@ -28,10 +28,15 @@ struct Sequence {
   int32_t num_computed_tokens = 0;  // tokens whose KV is in the cache
   SeqStatus status = SeqStatus::kWaiting;
   int32_t num_cached_tokens_at_admission = -1;  // prefix-cache hit on first admission
+  // Samples still to be forked from this sequence: n - 1 for a request's sample 0 until its first
+  // token, else 0. The scheduler reserves a place in the batch for each (see seats()).
+  int32_t num_unforked_samples = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
   int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  // Places this sequence takes in the running set (max_num_seqs): itself and its future forks.
+  int32_t seats() const { return 1 + num_unforked_samples; }
   // Generating: all but the newest token computed and past the prompt -> one decode token.
   bool is_decoding() const {
     return num_computed_tokens >= num_prompt_tokens && num_uncomputed_tokens() == 1;

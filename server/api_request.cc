@@ -8,6 +8,30 @@
 namespace pagoda {
 namespace {
 
+// Prompt text is refused by its size before the tokenizer spends time on it.
+Status CheckPromptBytes(const ServingContext& ctx, std::string_view field, size_t bytes) {
+  if (ctx.max_prompt_bytes <= 0 || static_cast<int64_t>(bytes) <= ctx.max_prompt_bytes) {
+    return Status::Ok();
+  }
+  return InvalidArgument(std::string(field) + ": " + std::to_string(bytes) +
+                         " bytes cannot fit the context (at most " +
+                         std::to_string(ctx.max_prompt_bytes) + " bytes of text can)");
+}
+
+Status CheckRequestId(std::string_view id) {
+  if (id.size() > kMaxRequestIdBytes) {
+    return InvalidArgument("request_id: " + std::to_string(id.size()) + " bytes (at most " +
+                           std::to_string(kMaxRequestIdBytes) + " printable ASCII characters)");
+  }
+  for (unsigned char c : id) {
+    if (c < 0x20 || c > 0x7e) {
+      return InvalidArgument("request_id: byte " + std::to_string(c) +
+                             " is not printable ASCII (0x20..0x7e)");
+    }
+  }
+  return Status::Ok();
+}
+
 using Json = nlohmann::ordered_json;
 
 // Roles a template may see: role strings count as template text (model/chat/jinja.h), so an
@@ -76,6 +100,7 @@ Status BuildChatPrompt(const ServingContext& ctx, const ApiRequest& api, Request
     return InvalidArgument("messages: " + std::string(raised ? "" : "the chat template: ") +
                            rendered.status().message());
   }
+  PAGODA_RETURN_IF_ERROR(CheckPromptBytes(ctx, "messages", rendered->text.size()));
   r->prompt_token_ids = EncodeChatPrompt(tok, *rendered);
   return Status::Ok();
 }
@@ -121,6 +146,7 @@ Status BuildPrompt(const ServingContext& ctx, const ApiRequest& api, Request* r)
   switch (api.input) {
     case ApiInput::kPrompt:
       if (api.prompt.empty()) return InvalidArgument("prompt: empty");
+      PAGODA_RETURN_IF_ERROR(CheckPromptBytes(ctx, "prompt", api.prompt.size()));
       r->prompt_token_ids = EncodePrompt(tok, api);
       return Status::Ok();
     case ApiInput::kPromptTokenIds:
@@ -147,7 +173,27 @@ int32_t MaxTokensLimit(const ServingContext& ctx) {
   return ctx.max_tokens_limit > 0 ? ctx.max_tokens_limit : ctx.model->config.context_length;
 }
 
+// Sound bound: every token of an encoding stands for at most L bytes of the normalized text,
+// L = the longest TokenBytes or Piece of the vocabulary (a special token matched in the text is
+// its piece; a byte-level BPE token's bytes are exactly the
+// input bytes it covers; a SentencePiece piece's bytes are its input with spaces as 3-byte "▁",
+// never fewer; an unknown character, at most 4 bytes, is one token). Normalization shrinks text
+// by at most 4x (Pagoda's tokenizers do no NFKC; NFC composition and a 4-byte code point
+// becoming 1 byte stay within it), so a prompt that fits max_model_len - 1 tokens has at most
+// 4 * L * max_model_len bytes. Only runs of whitespace that SentencePiece's
+// remove_extra_whitespaces collapses can shrink further: prompts padded with over 4x that in
+// whitespace are refused too, deliberately.
+int64_t MaxPromptBytes(const Tokenizer& tokenizer, int32_t max_model_len) {
+  int64_t longest = 4;  // one unknown UTF-8 character
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    const size_t bytes = std::max(tokenizer.TokenBytes(id).size(), tokenizer.Piece(id).size());
+    longest = std::max(longest, static_cast<int64_t>(bytes));
+  }
+  return 4 * longest * std::max(1, max_model_len);
+}
+
 Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api) {
+  PAGODA_RETURN_IF_ERROR(CheckRequestId(api.request_id));
   Request r;
   r.request_id = api.request_id.empty() ? "req-" + std::to_string(ctx.next_request_id.fetch_add(1))
                                         : api.request_id;

@@ -3,7 +3,10 @@
 // HTTP API (/v1/completions, /v1/chat/completions) each translate their wire message into an
 // ApiRequest and call BuildRequest, so tokenization, chat rendering, defaults and the checks
 // below are the same on every API:
-//   - exactly one input: a text prompt, prompt token ids or chat messages, none empty;
+//   - request_id: at most kMaxRequestIdBytes printable ASCII characters (it is echoed in every
+//     message and gRPC metadata);
+//   - exactly one input: a text prompt, prompt token ids or chat messages, none empty; prompt
+//     text (or the rendered chat) longer than ctx.max_prompt_bytes is refused before tokenizing;
 //   - messages (roles system, user, assistant, tool) rendered with the chat template (jinja.h)
 //     over messages, add_generation_prompt, bos_token, eos_token and chat_template_kwargs, and
 //     tokenized with special tokens recognised only in the template's own text: content cannot
@@ -66,6 +69,12 @@ struct ApiRequest {
   bool include_stop_str_in_output = false;
   int32_t priority = 0;
 };
+
+inline constexpr size_t kMaxRequestIdBytes = 256;
+
+// The most bytes of text that can tokenize into fewer than `max_model_len` tokens (for
+// ServingContext::max_prompt_bytes); see the derivation in api_request.cc.
+int64_t MaxPromptBytes(const Tokenizer& tokenizer, int32_t max_model_len);
 
 // Builds the engine Request (see the file comment); errors name the field.
 Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api);

@@ -24,6 +24,23 @@ void Header(std::string& out, const std::string& name, const char* type, const c
 
 }  // namespace
 
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 void Histogram::Observe(double v) {
   size_t i = 0;
   while (i < bounds_.size() && v > bounds_[i]) ++i;
@@ -43,7 +60,7 @@ void Histogram::Render(const std::string& name, std::string& out) const {
 }
 
 Metrics::Metrics(std::string model_name, std::string names)
-    : model_name_(std::move(model_name)),
+    : model_name_(EscapeLabelValue(model_name)),
       prefix_(std::move(names) + ":"),
       ttft_(kLatencyBounds),
       itl_(kLatencyBounds),

@@ -11,12 +11,17 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "scheduler/engine.h"
 #include "scheduler/request.h"
 
 namespace pagoda {
+
+// `value` escaped for a label value of the text exposition format: backslash, double quote and
+// line feed become \\, \" and \n (so a model name cannot end the label or forge a series).
+std::string EscapeLabelValue(std::string_view value);
 
 // A cumulative histogram with fixed upper bounds (seconds).
 class Histogram {
@@ -44,8 +49,8 @@ class Metrics {
   std::string Render(const EngineStats& stats) const;
 
  private:
-  std::string model_name_;
-  std::string prefix_;  // "pagoda:" or "vllm:"
+  std::string model_name_;  // escaped (EscapeLabelValue)
+  std::string prefix_;      // "pagoda:" or "vllm:"
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> success_by_reason_;
   Histogram ttft_, itl_, e2e_, queue_;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 
 #include "model/make_model.h"
 #include "runtime/runtime.h"
+#include "server/api_request.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
 #include "server/openai_api.h"
@@ -106,6 +108,24 @@ int WaitForSignal(const std::function<void()>& tick) {
 
 // Start-up failures go to stderr as "error: MESSAGE" (the message verbatim: the Neuron
 // backend's are multi-line and exact); returns the exit code.
+// The weights are read straight from the model file's mapping: a SIGBUS while serving means
+// that file was truncated or replaced on disk. Say so, then die of the signal as before
+// (SA_RESETHAND: the faulting read runs again under the default action). Async-signal-safe.
+void ReportSigbus(int) {
+  static constexpr char kMessage[] =
+      "fatal: SIGBUS reading the memory-mapped model file: it was truncated or replaced on disk "
+      "while being served; restart the server with an intact model\n";
+  if (::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1) < 0) return;
+}
+
+void InstallSigbusReport() {
+  struct sigaction sa {};
+  sa.sa_handler = ReportSigbus;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
 int StartupFailed(const Status& st, int exit_code) {
   std::fprintf(stderr, "error: %s\n", st.message().c_str());
   return exit_code;
@@ -163,6 +183,9 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   s.ctx.block_size = caps.block_size;
   s.ctx.num_blocks = caps.num_blocks;
   s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
+  const int32_t context = s.model->config.context_length, mml = cfg.runtime.engine.max_model_len;
+  s.ctx.max_prompt_bytes =
+      MaxPromptBytes(*s.model->tokenizer, mml > 0 && mml < context ? mml : context);
   *error = StartupError::kBadConfig;  // a missing template file or a template syntax error
   PAGODA_RETURN_IF_ERROR(LoadChatTemplate(cfg.model.chat_template, &s.ctx));
   if (!s.ctx.chat_template.ok()) spdlog::warn("{}", s.ctx.chat_template.status().message());
@@ -214,6 +237,7 @@ int RunServer(const PagodaConfig& cfg) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  InstallSigbusReport();
   std::unique_ptr<tbb::global_control> threads;
   if (cfg.runtime.cpu.threads > 0) {
     threads = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,

@@ -29,6 +29,7 @@ struct ServingContext {
   int32_t block_size = 0;
   int32_t num_blocks = 0;
   int32_t max_tokens_limit = 0;  // 0: the context length
+  int64_t max_prompt_bytes = 0;  // longer prompt text is refused untokenized; 0: no limit
   std::string bearer_token;      // empty: no auth
   // The parsed chat template of `messages` requests, set once by LoadChatTemplate; an error
   // here (the model has none) is what every `messages` request answers.

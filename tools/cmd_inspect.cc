@@ -20,8 +20,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
 #include "kernels/neuron/neuron_backend.h"
 #include "model/chat/jinja.h"
 #include "model/gguf.h"
@@ -96,7 +98,9 @@ Json TokenJson(const Tokenizer& tok, int32_t id) {
 Json ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Json();
-  Json j = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  if (!CheckJsonDepth(text, path).ok()) return Json();  // the loader reports it
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? Json() : j;
 }
 
@@ -227,7 +231,10 @@ Json InspectHf(const std::string& dir) {
   return j;
 }
 
-std::string Str(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// Text-mode output of values read from the model: invalid UTF-8 (a special token's bytes) is
+// printed as U+FFFD instead of making nlohmann throw.
+std::string Dump(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string Str(const Json& v) { return v.is_string() ? v.get<std::string>() : Dump(v); }
 
 void PrintModelText(const Json& j) {
   const Json& c = j["config"];
@@ -244,7 +251,7 @@ void PrintModelText(const Json& j) {
     Json scaling = r["scaling"];
     if (scaling.contains("freq_factors")) scaling["freq_factors"] = scaling["freq_factors"].size();
     std::printf("  rope           base %s, dim %s, %s, scaling %s\n", Str(r["base"]).c_str(),
-                Str(r["dim"]).c_str(), Str(r["layout"]).c_str(), scaling.dump().c_str());
+                Str(r["dim"]).c_str(), Str(r["layout"]).c_str(), Dump(scaling).c_str());
   }
   std::printf("  attention      sliding window %s, qk_norm %s, qkv bias %s, rms eps %s\n",
               Str(c["sliding_window"]).c_str(), Str(c["qk_norm"]).c_str(),
@@ -256,7 +263,7 @@ void PrintModelText(const Json& j) {
               Str(t["add_bos"]).c_str());
   for (const char* name : {"bos", "eos", "eot", "pad", "unk"}) {
     const Json& s = j["special_tokens"][name];
-    std::printf("  %-14s %s %s\n", name, Str(s["id"]).c_str(), s["text"].dump().c_str());
+    std::printf("  %-14s %s %s\n", name, Str(s["id"]).c_str(), Dump(s["text"]).c_str());
   }
   const Json& ct = j["chat_template"];
   std::printf("  chat template  %s\n",
@@ -292,7 +299,7 @@ void PrintText(const Json& j, bool all_metadata, const GgufFile* f) {
   std::printf("\ntensors:\n");
   for (const Json& t : j.value("tensors", Json::array())) {
     std::printf("  %-40s %-6s %-20s %12s bytes\n", Str(t["name"]).c_str(), Str(t["type"]).c_str(),
-                t["shape"].dump().c_str(), Str(t["bytes"]).c_str());
+                Dump(t["shape"]).c_str(), Str(t["bytes"]).c_str());
   }
 }
 

@@ -29,7 +29,7 @@ int RunServe(const ServeArgs& args) {
   for (const std::string& o : args.overrides) {
     Status st = ApplyOverride(*config, o);
     if (!st.ok()) {
-      std::fprintf(stderr, "error: --set %s: %s\n", o.c_str(), st.message().c_str());
+      std::fprintf(stderr, "error: %s\n", st.message().c_str());  // names the --set itself
       return kExitBadConfig;
     }
   }

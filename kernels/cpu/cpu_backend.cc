@@ -1,7 +1,11 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <thread>
 
 #include "kernels/cpu/attention/flash_paged_attention.h"
 #include "kernels/cpu/attention/kv_convert.h"
@@ -30,6 +34,46 @@ void WriteKv(const PagedKvView& kv, const float* k, const float* v,
   }
 }
 
+// Bytes of the step buffers sized by max_num_batched_tokens: the backend's activations and layer
+// scratch, and the TKG workspace's (float rows of n_embd, q, k, v and n_ff per token).
+int64_t StepBufferBytes(const ModelConfig& c, int64_t max_tokens) {
+  const int64_t floats_per_token =
+      4 * int64_t{c.n_embd} + 4 * int64_t{c.q_dim()} + 4 * int64_t{c.kv_dim()} + 2 * c.n_ff + 1;
+  return max_tokens * floats_per_token * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t{pages} * page : kInt64Max;
+}
+
+// Refuses a step budget whose buffers cannot fit this machine's memory, before allocating them
+// (zero-filling them could otherwise bring in the OOM killer, or the allocator throw).
+Status CheckStepBuffers(const ModelConfig& config, const StepLimits& limits) {
+  const int64_t need = StepBufferBytes(config, limits.max_num_batched_tokens);
+  const int64_t have = PhysicalMemoryBytes();
+  if (need <= have / 2) return Status::Ok();
+  return ResourceExhausted(
+      "engine.max_num_batched_tokens: " + std::to_string(limits.max_num_batched_tokens) +
+      " tokens per step need " + std::to_string(need >> 20) +
+      " MiB of step buffers for this model, more than half of this machine's " +
+      std::to_string(have >> 20) + " MiB of memory");
+}
+
+// Compute workers beyond a few per hardware thread only add switching (a small oversubscription
+// is allowed: tests run 3 workers on 2 cores); thousands of threads are refused.
+constexpr int64_t kMaxThreadsPerHardwareThread = 4;
+
+Status CheckThreads(const CpuBackendOptions& options) {
+  const int64_t hw = std::thread::hardware_concurrency();
+  const int64_t max = hw * kMaxThreadsPerHardwareThread;
+  if (hw == 0 || options.threads <= max) return Status::Ok();
+  return InvalidArgument("backend.threads: " + std::to_string(options.threads) + " exceeds " +
+                         std::to_string(kMaxThreadsPerHardwareThread) + " per hardware thread (" +
+                         std::to_string(max) + " on this machine's " + std::to_string(hw) +
+                         "; 0: one per core)");
+}
+
 }  // namespace
 
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options) {
@@ -42,9 +86,26 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
                                                        const StepLimits& limits,
                                                        const CpuBackendOptions& options) {
   PAGODA_RETURN_IF_ERROR(ValidateCpuBackendOptions(options));
+  PAGODA_RETURN_IF_ERROR(CheckThreads(options));
   if (limits.max_num_batched_tokens < 1 || limits.max_num_seqs < 1) {
     return InvalidArgument("step limits: max_num_batched_tokens and max_num_seqs must be >= 1");
   }
+  PAGODA_RETURN_IF_ERROR(CheckStepBuffers(config, limits));
+  try {
+    return CreateChecked(config, weights, kv_cache, limits, options);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted(
+        "cpu backend: cannot allocate the KV pool and step buffers (" +
+        std::to_string(StepBufferBytes(config, limits.max_num_batched_tokens) >> 20) +
+        " MiB for engine.max_num_batched_tokens)");
+  }
+}
+
+Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig& config,
+                                                              const ModelWeights& weights,
+                                                              const KvCacheConfig& kv_cache,
+                                                              const StepLimits& limits,
+                                                              const CpuBackendOptions& options) {
   KvCacheConfig kv = kv_cache;
   kv.n_layers = config.n_layers;
   kv.n_kv_heads = config.n_kv_heads;
@@ -107,24 +168,7 @@ PagedKvView CpuBackend::LayerView(int layer) {
 }
 
 Status CpuBackend::Validate(const StepBatch& b, std::span<float> logits) const {
-  const int64_t n = static_cast<int64_t>(b.token_ids.size());
-  if (n == 0 || n > caps_.max_num_batched_tokens) {
-    return InvalidArgument("token_ids: " + std::to_string(n) + " tokens (expected 1.." +
-                           std::to_string(caps_.max_num_batched_tokens) + ")");
-  }
-  if (static_cast<int64_t>(b.slot_mapping.size()) != n) {
-    return InvalidArgument("slot_mapping: size differs from token_ids");
-  }
-  if (b.seqs.empty() || static_cast<int32_t>(b.seqs.size()) > caps_.max_num_seqs) {
-    return InvalidArgument("seqs: " + std::to_string(b.seqs.size()) + " sequences (expected 1.." +
-                           std::to_string(caps_.max_num_seqs) + ")");
-  }
-  for (int32_t id : b.token_ids) {
-    if (id < 0 || id >= config_.vocab_size) {
-      return InvalidArgument("token_ids: " + std::to_string(id) + " is outside the vocabulary");
-    }
-  }
-  return ValidateStepSequences(
+  return ValidateStepBatch(
       b, logits.size(), caps_, config_.vocab_size, config_.context_length,
       [](int64_t) { return OutOfRange("seqs: past the model's context length"); });
 }

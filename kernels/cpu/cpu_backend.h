@@ -48,8 +48,9 @@ Status ValidateCpuBackendOptions(const CpuBackendOptions& options);
 class CpuBackend final : public Backend {
  public:
   // `kv_cache` is the pool to allocate (geometry from the model), `limits` the largest step.
-  // Errors: INVALID_ARGUMENT naming a bad option, RESOURCE_EXHAUSTED if the pool cannot be
-  // allocated.
+  // Errors: INVALID_ARGUMENT naming a bad option (backend.threads beyond 4 per hardware thread),
+  // RESOURCE_EXHAUSTED if the pool or the step buffers (sized by max_num_batched_tokens; more
+  // than half the machine's memory is refused before allocating) cannot be allocated.
   static Result<std::unique_ptr<CpuBackend>> Create(const ModelConfig& config,
                                                     const ModelWeights& weights,
                                                     const KvCacheConfig& kv_cache,
@@ -63,6 +64,11 @@ class CpuBackend final : public Backend {
   KvPool& kv_pool() { return pool_; }
 
  private:
+  static Result<std::unique_ptr<CpuBackend>> CreateChecked(const ModelConfig& config,
+                                                           const ModelWeights& weights,
+                                                           const KvCacheConfig& kv_cache,
+                                                           const StepLimits& limits,
+                                                           const CpuBackendOptions& options);
   CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
              TkgWorkspace workspace, const StepLimits& limits, const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;

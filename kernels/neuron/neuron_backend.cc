@@ -38,14 +38,7 @@ Status NeuronBackend::Check(NRT_STATUS s, const std::string& what) {
 }
 
 Status NeuronBackend::Validate(const StepBatch& b, std::span<float> logits) const {
-  const size_t n = b.token_ids.size();
-  if (n == 0 || b.slot_mapping.size() != n || b.seqs.empty()) {
-    return InvalidArgument("neuron backend: empty batch or slot_mapping size differs");
-  }
-  for (int32_t id : b.token_ids) {
-    if (id < 0 || id >= manifest_.vocab) return InvalidArgument("token_ids: outside the vocab");
-  }
-  return ValidateStepSequences(
+  return ValidateStepBatch(
       b, logits.size(), caps_, manifest_.vocab, caps_.max_model_len, [&](int64_t end) {
         return OutOfRange("seqs: " + std::to_string(end) + " tokens exceed the largest bucket (" +
                           std::to_string(caps_.max_model_len) + ")");

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_depth.h"
 #include "model/tokenizer/pretokenizer.h"
 
 namespace pagoda {
@@ -325,6 +326,7 @@ Result<BpeVocab> ParseTokenizerJson(const Json& root) {
 }
 
 Result<Json> ParseJson(std::string_view text, const char* file) {
+  PAGODA_RETURN_IF_ERROR(CheckJsonDepth(text, file));
   Json root = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return InvalidArgument(std::string(file) + ": not valid JSON");
   return root;

@@ -9,6 +9,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -402,6 +403,87 @@ class LongGenerationTest(unittest.TestCase):
         self.assertEqual(server.proc.wait(timeout=60), 0)
         self.assertIn(finish, ("abort", "rpc-error"))
         server.stop()
+
+
+class HardeningTest(unittest.TestCase):
+    """Hostile and heavy input against a small server (8 sequences, 24 KV blocks): n > 1 never
+    overflows the batch, oversized ids and prompts are refused with INVALID_ARGUMENT."""
+
+    @classmethod
+    def setUpClass(cls):
+        model = os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf")
+        cls.server = Server("engine.max_num_seqs=8", "engine.max_num_batched_tokens=256",
+                            "kv_cache.num_blocks=24", model=model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def sampled(self, n, max_tokens=20, **kw):
+        return pb.GenerateRequest(prompt="Whispers of vectors",
+                                  sampling=pb.SamplingParams(temperature=0.8, n=n),
+                                  stopping=pb.StoppingCriteria(max_tokens=max_tokens), **kw)
+
+    def test_n_above_max_num_seqs_is_invalid_argument(self):
+        with self.assertRaises(grpc.RpcError) as err:
+            list(self.server.stub.Generate(self.sampled(9)))
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("n: 9", err.exception.details())
+        self.assertIn("engine.max_num_seqs (8)", err.exception.details())
+
+    def test_many_sampled_requests_under_a_small_pool_never_fail(self):
+        rng = random.Random(5)
+        reqs = [self.sampled(rng.randint(1, 8), rng.randint(1, 40)) for _ in range(60)]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            done = list(pool.map(lambda r: self.server.stub.Complete(r, timeout=120), reqs))
+        for req, resp in zip(reqs, done):
+            self.assertEqual(len(resp.completions), req.sampling.n)
+            for c in resp.completions:
+                self.assertIn(c.finish_reason, ("length", "stop"))
+        self.assertTrue(self.server.wait_idle())
+        self.assertEqual(self.server.metric("pagoda:kv_cache_usage_perc"), 0.0)
+
+    def test_oversized_request_ids_are_refused_and_other_streams_live_on(self):
+        long_stream = self.server.stub.Generate(greedy_request("Echoes", 100))
+        for size in (262144, 8192):
+            for _ in range(2):  # the second is what a duplicate id used to break
+                with self.assertRaises(grpc.RpcError) as err:
+                    self.server.stub.Complete(greedy_request("hi", 2, request_id="x" * size))
+                self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn("request_id: %d bytes" % size, err.exception.details())
+                self.assertLess(len(err.exception.details()), 200)
+        tokens = [t for resp in long_stream for t in resp.token_ids]
+        self.assertGreater(len(tokens), 0)
+
+    def test_prompt_over_the_byte_bound_is_refused_untokenized(self):
+        with self.assertRaises(grpc.RpcError) as err:
+            self.server.stub.Complete(greedy_request("a" * (10 << 20), 2),
+                                      timeout=60)
+        self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("bytes cannot fit the context", err.exception.details())
+
+
+class TruncatedModelTest(unittest.TestCase):
+    """The served model file truncated in place: the next read of its mapping is a SIGBUS; the
+    server says why in its log before it dies (it used to die silently)."""
+
+    def test_truncated_model_file_is_reported(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "m.gguf")
+            shutil.copy(os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf"),
+                        model)
+            server = Server(model=model)
+            try:
+                with open(model, "r+b") as f:
+                    f.truncate(4096)
+                with self.assertRaises(grpc.RpcError):
+                    server.stub.Complete(greedy_request("Whispers", 4), timeout=30)
+                server.proc.wait(timeout=30)
+                self.assertEqual(server.proc.returncode, -signal.SIGBUS)
+                self.assertIn("fatal: SIGBUS reading the memory-mapped model file",
+                              server.output())
+            finally:
+                server.stop()
 
 
 class ConfigTest(unittest.TestCase):

@@ -94,6 +94,25 @@ TEST(KvCacheConfigTest, ResolveNumBlocksFromMemory) {
   EXPECT_EQ(*ResolveNumBlocks(config), INT32_MAX / 256);
 }
 
+// kv_cache.memory_bytes: 1 used to give a one-block pool silently; a budget below one block is
+// refused at start-up, and a budget of whole blocks gives what it holds.
+TEST(KvCacheConfigTest, MemoryBudgetBelowOneBlockIsRefused) {
+  KvCacheShape shape;
+  shape.n_layers = 2, shape.n_kv_heads = 2, shape.head_dim = 8;
+  shape.auto_dtype = KvDtype::kF32;
+  shape.max_model_len = 64, shape.max_num_seqs = 4;
+  KvCacheOptions o;
+  o.memory_bytes = 1;
+  const Status st = ResolveKvCacheConfig(o, shape).status();
+  EXPECT_EQ(st.message(),
+            "kv_cache.memory_bytes: 1 bytes hold no KV block of this model (one block takes "
+            "4096 bytes for all layers, K and V)");
+  o.memory_bytes = 4096 * 3 + 7;
+  EXPECT_EQ(ResolveKvCacheConfig(o, shape)->num_blocks, 3);
+  o.memory_bytes = int64_t{1} << 40;  // capped at what max_num_seqs full contexts need
+  EXPECT_EQ(ResolveKvCacheConfig(o, shape)->num_blocks, 4 * 4 + 1);
+}
+
 TEST(KvCacheConfigTest, DtypeNames) {
   EXPECT_EQ(*ParseKvDtype("f32"), KvDtype::kF32);
   EXPECT_EQ(*ParseKvDtype("BF16"), KvDtype::kBf16);

@@ -67,7 +67,9 @@ void FuzzFile(const std::string& path, int cases, uint64_t seed) {
     (void)LoadGgufTokenizer(**f);
     ++loaded;
   }
-  EXPECT_EQ(rejected + loaded, cases);
+  // Both outcomes happen: the corruptions reach past the parser's first checks, and they are
+  // mostly caught there.
+  EXPECT_GT(loaded, 0) << "no corrupted file parsed: the parser's later paths went untested";
   EXPECT_GT(rejected, cases / 4) << "corruptions should mostly be caught";
 }
 

@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "model/gguf_writer.h"
+#include "model/model.h"
 #include "tests/test_data.h"
 
 namespace pagoda {
@@ -160,6 +162,45 @@ TEST(Gguf, ReadsTheSharedModels) {
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     EXPECT_GT((*f)->tensors().size(), 10u) << rel;
   }
+}
+
+// NaN / Inf weights are refused at load with the tensor's name (they loaded silently and made
+// every logit NaN): a norm is checked in full, a matrix on sampled rows (its first and last).
+TEST(Gguf, NonFiniteWeightsAreRefusedAtLoad) {
+  const std::string src = testing::SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
+  std::ifstream in(src, std::ios::binary);
+  const std::string image{std::istreambuf_iterator<char>(in), {}};
+  auto file =
+      GgufFile::Parse(std::span(reinterpret_cast<const uint8_t*>(image.data()), image.size()));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  // Writes `value` over element `index` of tensor `name` in a copy of the model; loads the copy.
+  auto load_with = [&](const char* name, int64_t index, float value) {
+    const GgufTensor* t = (*file)->FindTensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    std::string bytes = image;
+    if (t != nullptr) {
+      std::memcpy(bytes.data() + (*file)->data_offset() + t->offset + index * 4, &value, 4);
+    }
+    TempDir dir;
+    std::ofstream(dir.File("m.gguf"), std::ios::binary) << bytes;
+    return LoadModel(dir.File("m.gguf")).status();
+  };
+  EXPECT_TRUE(load_with("output_norm.weight", 0, 1.0f).ok());
+  const Status norm = load_with("output_norm.weight", 3, std::nanf(""));
+  EXPECT_EQ(norm.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(norm.message().find("output_norm: NaN at element 3 (the weights are corrupt)"),
+            std::string::npos)
+      << norm.ToString();
+  const Status wq = load_with("blk.0.attn_q.weight", 1, INFINITY);
+  EXPECT_NE(wq.message().find("layer 0 wq: Inf at row 0, element 1"), std::string::npos)
+      << wq.ToString();
+  const GgufTensor* embd = (*file)->FindTensor("token_embd.weight");
+  ASSERT_NE(embd, nullptr);
+  const int64_t last_row_first = embd->num_elements() - embd->ne[0];
+  const Status last = load_with("token_embd.weight", last_row_first, -INFINITY);
+  EXPECT_NE(last.message().find("token_embd: Inf at row " + std::to_string(embd->ne[1] - 1)),
+            std::string::npos)
+      << last.ToString();
 }
 
 }  // namespace

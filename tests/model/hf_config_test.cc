@@ -83,6 +83,12 @@ TEST(HfConfig, Qwen3HeadDimAndQkNorm) {
   EXPECT_FLOAT_EQ(c->rms_eps, 1e-6f);
 }
 
+TEST(HfConfig, DeeplyNestedConfigIsRefusedBeforeParsing) {
+  const std::string deep = "{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  EXPECT_EQ(HfConfigFromJson(deep).status().message(),
+            "config.json: JSON nested deeper than 256 levels (at byte 261)");
+}
+
 TEST(HfConfig, ErrorsNameTheKey) {
   const std::string base = R"("hidden_size": 64, "num_hidden_layers": 1,
     "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 100,

@@ -118,6 +118,8 @@ TEST(Safetensors, HostileHeadersNameTheField) {
       {R"({"__metadata__":{"k":1}})", 0, 0, "__metadata__.k"},
       {R"({"t":{"dtype":"F32","shape":[2]}})", 8, 0, "t'.data_offsets"},
       {R"({"t":[1]})", 0, 0, "expected an object"},
+      {"{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0, 0,
+       "header: JSON nested deeper than 256 levels"},
   };
   for (const auto& c : cases) {
     Status st = ParseStatus(Image(c.header, c.data_bytes, c.len));
@@ -127,6 +129,15 @@ TEST(Safetensors, HostileHeadersNameTheField) {
   }
   EXPECT_FALSE(ParseStatus({1, 2, 3}).ok());
   EXPECT_TRUE(ParseStatus(Image(ok, 8)).ok());
+}
+
+// The index is reported as the index (it used to say "header: not valid JSON").
+TEST(Safetensors, BrokenIndexIsReportedAsTheIndex) {
+  EXPECT_EQ(ParseSafetensorsIndex("{not json").status().message(), "index: not valid JSON");
+  EXPECT_EQ(ParseSafetensorsIndex("[1]").status().message(), "index: expected a JSON object");
+  const Status deep =
+      ParseSafetensorsIndex(std::string(200000, '{') + std::string(200000, '}')).status();
+  EXPECT_EQ(deep.message(), "index: JSON nested deeper than 256 levels (at byte 256)");
 }
 
 // Thousands of mutated images: each parses or fails cleanly; parsed tensors stay in bounds.

@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "tests/scheduler/fake_backend.h"
 
@@ -62,7 +63,7 @@ class EngineTest : public ::testing::Test {
  protected:
   void Make(int32_t num_blocks, int32_t block_size, SchedulerConfig sc = {},
             bool prefix_caching = true) {
-    backend_ = std::make_unique<FakeBackend>(num_blocks, block_size);
+    backend_ = std::make_unique<FakeBackend>(num_blocks, block_size, sc);
     EngineConfig ec;
     ec.scheduler = sc;
     ec.enable_prefix_caching = prefix_caching;
@@ -71,6 +72,11 @@ class EngineTest : public ::testing::Test {
     auto e = Engine::Create(*tokenizer_, *backend_, ec);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine_ = std::move(e).value();
+  }
+  // Every step the engine built must pass the real backends' checks (ValidateStepBatch).
+  void TearDown() override {
+    if (!backend_) return;
+    for (const Status& st : backend_->rejected_steps) ADD_FAILURE() << st.ToString();
   }
   std::shared_ptr<RequestStream> Submit(Request r) {
     auto s = engine_->Submit(std::move(r));
@@ -263,6 +269,17 @@ TEST_F(EngineTest, ValidationAndQueueLimits) {
   EXPECT_EQ(engine_->Submit(Greedy("dup", {5}, 3)).status().code(), StatusCode::kInvalidArgument);
 }
 
+// engine.max_model_len: 1 made a server that rejected every request; it is refused at start-up.
+TEST(EngineConfigTest, MaxModelLenOfOneIsRefused) {
+  EngineConfig ec;
+  ec.max_model_len = 1;
+  EXPECT_EQ(ValidateEngineConfig(ec).message(),
+            "engine.max_model_len: 1 leaves no room for a prompt token and a generated one (0: the "
+            "model's context length, else >= 2)");
+  ec.max_model_len = 2;
+  EXPECT_TRUE(ValidateEngineConfig(ec).ok());
+}
+
 TEST_F(EngineTest, BackendFailureFailsOnlyThatStepsRequests) {
   Make(128, 4);
   auto a = Submit(Greedy("a", Prompt(5, 1), 4));
@@ -295,6 +312,87 @@ TEST_F(EngineTest, NSamplesShareThePromptAndDiffer) {
   EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
 }
 
+TEST_F(EngineTest, MoreSamplesThanMaxNumSeqsIsRejectedUpFront) {
+  SchedulerConfig sc;
+  sc.max_num_seqs = 2;
+  Make(128, 4, sc);
+  Request r = Greedy("n3", Prompt(5, 1), 4);
+  r.sampling.n = 3;
+  const auto st = engine_->Submit(r).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("n: 3"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("engine.max_num_seqs (2)"), std::string::npos) << st.ToString();
+  r.sampling.n = 2;  // exactly the cap: admitted and served
+  r.request_id = "n2";
+  auto ok = Submit(r);
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  Collected c = Drain(*ok);
+  EXPECT_EQ(c.finish[0], FinishReason::kLength);
+  EXPECT_EQ(c.finish[1], FinishReason::kLength);
+}
+
+// n = 64 beside a running stream under max_num_seqs 64: the samples wait until the batch has
+// room for all of them; no step carries more than 64 sequences and nothing fails.
+TEST_F(EngineTest, ForkedSamplesAreAdmittedOnlyWhenTheBatchHasRoom) {
+  SchedulerConfig sc;
+  sc.max_num_seqs = 64;
+  Make(1024, 4, sc);
+  auto stream = Submit(Greedy("stream", Prompt(6, 1), 30));
+  ASSERT_TRUE(engine_->Step().ok());
+  Request wide = Greedy("wide", Prompt(7, 2), 5);
+  wide.sampling.n = 64;
+  wide.sampling.temperature = 1.0f;
+  auto samples = Submit(wide);
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  Collected cs = Drain(*stream), cw = Drain(*samples);
+  EXPECT_EQ(cs.tokens[0], FakeGreedy(Prompt(6, 1), 30));
+  EXPECT_EQ(cs.finish[0], FinishReason::kLength);
+  ASSERT_EQ(cw.finish.size(), 64u);
+  for (const auto& [i, f] : cw.finish) EXPECT_EQ(f, FinishReason::kLength) << i;
+  for (const auto& step : backend_->steps) EXPECT_LE(step.num_seqs, 64);
+  EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
+}
+
+// A small KV pool under n > 1 traffic: samples are preempted and recomputed, each one on its
+// own, and every valid request ends normally -- never with an error.
+TEST_F(EngineTest, SmallKvPoolWithManySampledRequestsNeverFails) {
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 64;
+  sc.max_num_seqs = 8;
+  Make(24, 4, sc);
+  std::mt19937 rng(17);
+  std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> live;
+  for (int i = 0; i < 300; ++i) {
+    Request r = Greedy("k" + std::to_string(i), Prompt(1 + rng() % 20, i), 1 + rng() % 24);
+    r.sampling.n = 1 + rng() % 8;
+    if (rng() % 3 == 0) r.sampling.temperature = 0.8f;
+    auto s = engine_->Submit(r);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    live.emplace_back(r, *s);
+    if (i % 10 == 9) {
+      ASSERT_TRUE(engine_->Step().ok());
+    }
+  }
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_GT(engine_->stats().num_preemptions, 0);
+  for (auto& [r, s] : live) {
+    Collected c = Drain(*s);
+    ASSERT_TRUE(c.finished) << r.request_id;
+    ASSERT_EQ(c.finish.size(), static_cast<size_t>(r.sampling.n)) << r.request_id;
+    for (const auto& [i, f] : c.finish) {
+      EXPECT_TRUE(f == FinishReason::kLength || f == FinishReason::kStop) << r.request_id;
+    }
+    if (r.sampling.temperature == 0.0f) {
+      for (const auto& [i, t] : c.tokens) {
+        EXPECT_EQ(t, FakeGreedy(r.prompt_token_ids, r.stopping.max_tokens)) << r.request_id;
+      }
+    }
+  }
+  for (const auto& step : backend_->steps) EXPECT_LE(step.num_seqs, 8);
+  EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
+  EXPECT_EQ(engine_->stats().num_running + engine_->stats().num_waiting, 0);
+}
+
 TEST_F(EngineTest, SeededSamplingIsIndependentOfTheBatch) {
   Make(1024, 4);
   Request r = Greedy("x", Prompt(7, 3), 16);
@@ -322,7 +420,7 @@ TEST_F(EngineTest, StressRandomRequestsAndAborts) {
   Make(40, 4, sc);
   std::mt19937 rng(99);
   engine_->Start();
-  std::vector<std::pair<std::string, std::shared_ptr<RequestStream>>> live;
+  std::vector<std::tuple<std::string, std::shared_ptr<RequestStream>, bool>> live;
   for (int i = 0; i < 2000; ++i) {
     Request r = Greedy("s" + std::to_string(i), Prompt(1 + rng() % 30, i), 1 + rng() % 40);
     r.sampling.temperature = (rng() % 2) ? 0.0f : 0.7f;
@@ -330,10 +428,20 @@ TEST_F(EngineTest, StressRandomRequestsAndAborts) {
     r.sampling.n = 1 + (rng() % 8 == 0);
     auto s = engine_->Submit(r);
     if (!s.ok()) continue;  // queue full: fine
-    live.emplace_back(r.request_id, *s);
-    if (rng() % 5 == 0) engine_->Abort(r.request_id);
+    const bool aborted = rng() % 5 == 0;
+    live.emplace_back(r.request_id, *s, aborted);
+    if (aborted) engine_->Abort(r.request_id);
   }
-  for (auto& [id, s] : live) EXPECT_TRUE(Drain(*s).finished) << id;
+  for (auto& [id, s, aborted] : live) {
+    Collected c = Drain(*s);
+    EXPECT_TRUE(c.finished) << id;
+    for (const auto& [i, f] : c.finish) {
+      EXPECT_NE(f, FinishReason::kError) << id;
+      if (!aborted) {
+        EXPECT_NE(f, FinishReason::kAbort) << id;
+      }
+    }
+  }
   engine_->Stop();
   EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
 }

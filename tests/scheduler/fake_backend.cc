@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/step_batch_check.h"
+
 namespace pagoda::testing {
 
 std::unique_ptr<Tokenizer> MakeByteTokenizer() {
@@ -34,15 +36,15 @@ std::vector<int32_t> FakeGreedy(std::vector<int32_t> prompt, int32_t max_tokens)
   return out;
 }
 
-FakeBackend::FakeBackend(int32_t num_blocks, int32_t block_size, int32_t max_model_len,
-                         int32_t max_num_batched_tokens, int32_t max_num_seqs)
+FakeBackend::FakeBackend(int32_t num_blocks, int32_t block_size, const SchedulerConfig& limits,
+                         int32_t max_model_len)
     : slots_(static_cast<size_t>(num_blocks) * block_size, -1) {
   caps_.name = "fake";
   caps_.num_blocks = num_blocks;
   caps_.block_size = block_size;
   caps_.max_model_len = max_model_len;
-  caps_.max_num_batched_tokens = max_num_batched_tokens;
-  caps_.max_num_seqs = max_num_seqs;
+  caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
+  caps_.max_num_seqs = limits.max_num_seqs;
 }
 
 Status FakeBackend::Execute(const StepBatch& b, std::span<float> logits) {
@@ -50,6 +52,13 @@ Status FakeBackend::Execute(const StepBatch& b, std::span<float> logits) {
   if (fail_next_step) {
     fail_next_step = false;
     return Internal("injected failure");
+  }
+  const Status valid =
+      ValidateStepBatch(b, logits.size(), caps_, kFakeVocab, caps_.max_model_len,
+                        [](int64_t) { return OutOfRange("seqs: past max_model_len"); });
+  if (!valid.ok()) {
+    rejected_steps.push_back(valid);
+    return valid;
   }
   const int32_t bs = caps_.block_size;
   for (const BlockCopy& c : b.block_copies) {

@@ -1,7 +1,9 @@
 // A deterministic fake Backend for engine/scheduler tests. Its "KV cache" stores token ids per
 // slot; the logits for a sequence's last token depend on the whole context READ BACK THROUGH
 // THE BLOCK TABLE, so any bookkeeping bug (wrong slot, lost copy-on-write, bad recompute after
-// preemption, wrong prefix-cache hit) changes the generated tokens.
+// preemption, wrong prefix-cache hit) changes the generated tokens. Every step is first checked
+// exactly as the real backends check theirs (kernels/step_batch_check.h ValidateStepBatch) against
+// the engine config's caps: a step the CPU backend would reject fails here too.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 
 #include "kernels/backend.h"
 #include "model/tokenizer/spm_tokenizer.h"
+#include "scheduler/scheduler.h"
 
 namespace pagoda::testing {
 
@@ -34,14 +37,16 @@ struct FakeStepRecord {
 
 class FakeBackend : public Backend {
  public:
-  FakeBackend(int32_t num_blocks, int32_t block_size, int32_t max_model_len = 4096,
-              int32_t max_num_batched_tokens = 4096, int32_t max_num_seqs = 256);
+  // Its step caps are the engine's (`limits`), as runtime/ gives the real backends.
+  FakeBackend(int32_t num_blocks, int32_t block_size, const SchedulerConfig& limits,
+              int32_t max_model_len = 4096);
 
   Status Execute(const StepBatch& batch, std::span<float> logits) override;
   const BackendCapabilities& capabilities() const override { return caps_; }
   int32_t vocab_size() const override { return kFakeVocab; }
 
   std::vector<FakeStepRecord> steps;
+  std::vector<Status> rejected_steps;  // steps ValidateStepBatch refused (also returned)
   int64_t tokens_computed = 0;
   bool fail_next_step = false;
   // Called at the start of every Execute (e.g. to abort a request mid-run).

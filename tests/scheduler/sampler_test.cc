@@ -301,7 +301,9 @@ TEST(SamplerTest, SampleIndexSelectsADifferentStream) {
   EXPECT_EQ(DrawSequence(s1_again, 200), seq1);
   EXPECT_NE(SampleStreamSeed(42, 0), SampleStreamSeed(42, 1));
   EXPECT_NE(SampleStreamSeed(42, 0), SampleStreamSeed(43, 0));
-  EXPECT_EQ(SampleStreamSeed(42, 3), SampleStreamSeed(42, 3));
+  std::set<uint64_t> streams;  // every sample of a request draws from its own stream
+  for (int32_t i = 0; i < 256; ++i) streams.insert(SampleStreamSeed(42, i));
+  EXPECT_EQ(streams.size(), 256u);
 }
 
 TEST(SamplerTest, UnseededSamplersDiffer) {

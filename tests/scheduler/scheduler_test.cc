@@ -157,6 +157,24 @@ TEST_F(SchedulerTest, MaxNumSeqsCapsTheRunningSet) {
   ExpectNoLeakAfterFinishingAll();
 }
 
+// A request's sample 0 holds a place for each sample still to be forked from it: it is admitted
+// only when all of them fit, and a later small request does not jump the queue past it.
+TEST_F(SchedulerTest, UnforkedSamplesHoldTheirPlacesInTheRunningSet) {
+  Make(64, 4, Config(64, 4));
+  Sequence& a = Add(4);
+  Sequence& wide = Add(4);
+  wide.num_unforked_samples = 3;  // n = 4: needs all 4 places
+  Add(4);
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 4, false}}));
+  EXPECT_EQ(scheduler_->num_running_seats(), 1);
+  EXPECT_EQ(wide.status, SeqStatus::kWaiting);
+  scheduler_->Finish(&a);
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{1, 4, false}}));  // seq 2 waits behind it
+  EXPECT_EQ(scheduler_->num_running_seats(), 4);
+  EXPECT_EQ(scheduler_->num_waiting(), 1);
+  ExpectNoLeakAfterFinishingAll();
+}
+
 TEST_F(SchedulerTest, MaxNumPartialPrefillsLimitsConcurrentPrefills) {
   SchedulerConfig c = Config(64);
   c.max_prefill_chunk = 4;

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "model/model.h"
 #include "model/tokenizer/bpe_tokenizer.h"
+#include "tests/test_data.h"
 
 namespace pagoda {
 namespace {
@@ -96,6 +100,72 @@ TEST_F(BuildRequestTest, ErrorsNameTheField) {
   EXPECT_EQ(BuildRequest(ctx_, api).status().message(), "prompt_token_ids: empty");
   api.input = ApiInput::kMessages;
   EXPECT_EQ(BuildRequest(ctx_, api).status().message(), "messages: empty");
+}
+
+// A request id is echoed in every message and in gRPC metadata: a 262 KB id (67 MB streamed
+// back) or an 8 KB one (past the metadata limit: a duplicate killed every stream of its
+// connection) is refused up front, and the error does not echo it.
+TEST_F(BuildRequestTest, RequestIdIsBoundedAndPrintable) {
+  ApiRequest api;
+  api.input = ApiInput::kPromptTokenIds;
+  api.prompt_token_ids = {5};
+  for (size_t size : {size_t{262144}, size_t{8192}, kMaxRequestIdBytes + 1}) {
+    api.request_id.assign(size, 'x');
+    const Status st = BuildRequest(ctx_, api).status();
+    EXPECT_EQ(st.message(), "request_id: " + std::to_string(size) +
+                                " bytes (at most 256 printable ASCII characters)");
+  }
+  api.request_id.assign(kMaxRequestIdBytes, 'x');
+  EXPECT_TRUE(BuildRequest(ctx_, api).ok());
+  api.request_id = "a\nb";
+  EXPECT_EQ(BuildRequest(ctx_, api).status().message(),
+            "request_id: byte 10 is not printable ASCII (0x20..0x7e)");
+  api.request_id = "caf\xc3\xa9";
+  EXPECT_EQ(BuildRequest(ctx_, api).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Prompt text that cannot fit the context is refused by its size, before tokenizing.
+TEST_F(BuildRequestTest, OverlongPromptTextIsRefusedBeforeTokenizing) {
+  ctx_.max_prompt_bytes = MaxPromptBytes(*model_->tokenizer, 64);
+  EXPECT_EQ(ctx_.max_prompt_bytes, 4 * 4 * 64);  // pieces of at most 3 bytes; 4 for unknowns
+  ApiRequest api;
+  api.input = ApiInput::kPrompt;
+  api.max_tokens = 1;
+  api.prompt.assign(10 << 20, 'a');
+  EXPECT_EQ(BuildRequest(ctx_, api).status().message(),
+            "prompt: 10485760 bytes cannot fit the context (at most 1024 bytes of text can)");
+  api.prompt.assign(1024, 'a');  // at the bound: tokenized (the engine judges the token count)
+  EXPECT_TRUE(BuildRequest(ctx_, api).ok());
+}
+
+// The bound never refuses text that fits: over random texts for a real SentencePiece and a
+// llama.cpp-written tokenizer, n tokens never stand for more than MaxPromptBytes(n) bytes.
+TEST(MaxPromptBytes, IsSoundForRealTokenizers) {
+  const std::vector<std::string> paths = {
+      testing::SharedPath("models/aidreams260K/aidreams260K-f32.gguf"),
+      testing::SharedPath("models/synth-gqa/llama-gqa-f32.gguf")};
+  int checked = 0;
+  for (const std::string& path : paths) {
+    auto model = LoadModel(path);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const Tokenizer& tok = *(*model)->tokenizer;
+    std::mt19937 rng(1);
+    const char* alphabet[] = {
+        "a", "e", "th", " ", "  ", "\n", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+        "Z", "0", "."};
+    for (int i = 0; i < 50; ++i) {
+      std::string text;
+      const int len = 1 + static_cast<int>(rng() % 400);
+      for (int j = 0; j < len; ++j) text += alphabet[rng() % std::size(alphabet)];
+      const auto ids = tok.Encode(text, false);
+      ASSERT_FALSE(ids.empty());
+      EXPECT_LE(static_cast<int64_t>(text.size()),
+                MaxPromptBytes(tok, static_cast<int32_t>(ids.size())))
+          << path;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 }  // namespace

@@ -149,7 +149,7 @@ TEST(ConfigFiles, ErrorsNameTheLoadedFile) {
   Result<PagodaConfig> r = LoadConfigFile(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            path + ":2:3: engine.max_num_seqs: expected an integer >= 1, got \"0\"");
+            path + ":2:3: engine.max_num_seqs: expected an integer in 1..65536, got \"0\"");
   std::filesystem::remove(path);
 }
 
@@ -237,17 +237,17 @@ TEST(ConfigParse, AcceptedSpellings) {
 
 TEST(ConfigErrors, WrongTypeNamesFileLineColumnAndKeyPath) {
   EXPECT_EQ(ParseError("server:\n  max_tokens_limit: 3\nengine:\n  max_num_seqs: lots\n"),
-            "x.yaml:4:3: engine.max_num_seqs: expected an integer >= 1, got \"lots\"");
+            "x.yaml:4:3: engine.max_num_seqs: expected an integer in 1..65536, got \"lots\"");
   EXPECT_EQ(ParseError("kv_cache:\n  enable_prefix_caching: maybe\n"),
             "x.yaml:2:3: kv_cache.enable_prefix_caching: expected true or false, got \"maybe\"");
   EXPECT_EQ(ParseError("engine:\n  max_num_seqs: [1, 2]\n"),
-            "x.yaml:2:3: engine.max_num_seqs: expected an integer >= 1, got a sequence");
+            "x.yaml:2:3: engine.max_num_seqs: expected an integer in 1..65536, got a sequence");
   EXPECT_EQ(ParseError("model:\n  path: {a: 1}\n"),
             "x.yaml:2:3: model.path: expected a string, got a mapping");
   EXPECT_EQ(ParseError("engine:\n  max_num_seqs:\n"),
-            "x.yaml:2:3: engine.max_num_seqs: expected an integer >= 1, got null");
+            "x.yaml:2:3: engine.max_num_seqs: expected an integer in 1..65536, got null");
   EXPECT_EQ(ParseError("engine:\n  max_num_seqs: 1.5\n"),
-            "x.yaml:2:3: engine.max_num_seqs: expected an integer >= 1, got \"1.5\"");
+            "x.yaml:2:3: engine.max_num_seqs: expected an integer in 1..65536, got \"1.5\"");
 }
 
 TEST(ConfigErrors, OutOfRangeAndBadEnums) {
@@ -256,7 +256,15 @@ TEST(ConfigErrors, OutOfRangeAndBadEnums) {
   EXPECT_EQ(ParseError("kv_cache:\n  block_size: 512\n"),
             "x.yaml:2:3: kv_cache.block_size: expected a power of two in 1..256, got \"512\"");
   EXPECT_EQ(ParseError("engine:\n  max_num_seqs: 3000000000\n"),
-            "x.yaml:2:3: engine.max_num_seqs: expected an integer >= 1, got \"3000000000\"");
+            "x.yaml:2:3: engine.max_num_seqs: expected an integer in 1..65536, got "
+            "\"3000000000\"");
+  // Knobs that size allocations have ranges a machine can hold, checked where they are written.
+  EXPECT_EQ(ParseError("engine:\n  max_num_batched_tokens: 2147483647\n"),
+            "x.yaml:2:3: engine.max_num_batched_tokens: expected an integer in 1..1048576, got "
+            "\"2147483647\"");
+  EXPECT_EQ(ParseError("kv_cache:\n  num_blocks: 2147483647\n"),
+            "x.yaml:2:3: kv_cache.num_blocks: expected an integer in 0..16777216, got "
+            "\"2147483647\"");
   EXPECT_EQ(ParseError("server:\n  shutdown_grace_seconds: -1\n"),
             "x.yaml:2:3: server.shutdown_grace_seconds: expected an integer in 0..3600, got "
             "\"-1\"");
@@ -396,12 +404,14 @@ TEST(ConfigOverride, BadKeysAndValuesLeaveTheConfigUnchanged) {
   EXPECT_EQ(ApplyOverride(c, "engine.max_seqs=8").message(),
             "--set 'engine.max_seqs=8': unknown key 'engine.max_seqs' (did you mean "
             "'engine.max_num_seqs'?)");
-  EXPECT_EQ(ApplyOverride(c, "engine.max_num_seqs=lots").message(),
-            "--set 'engine.max_num_seqs=lots': engine.max_num_seqs: expected an integer >= 1, "
-            "got \"lots\"");
-  EXPECT_EQ(ApplyOverride(c, "engine.max_num_seqs=0").message(),
-            "--set 'engine.max_num_seqs=0': engine.max_num_seqs: expected an integer >= 1, got "
-            "\"0\"");
+  EXPECT_EQ(
+      ApplyOverride(c, "engine.max_num_seqs=lots").message(),
+      "--set 'engine.max_num_seqs=lots': engine.max_num_seqs: expected an integer in 1..65536, "
+      "got \"lots\"");
+  EXPECT_EQ(
+      ApplyOverride(c, "engine.max_num_seqs=0").message(),
+      "--set 'engine.max_num_seqs=0': engine.max_num_seqs: expected an integer in 1..65536, got "
+      "\"0\"");
   EXPECT_EQ(ApplyOverride(c, "engine.policy=random").message(),
             "--set 'engine.policy=random': engine.policy: expected one of fcfs, priority, got "
             "\"random\"");
@@ -414,6 +424,9 @@ TEST(ConfigOverride, BadKeysAndValuesLeaveTheConfigUnchanged) {
             "--set 'engine.max_num_seqs': expected key.path=value, e.g. engine.max_num_seqs=8");
   EXPECT_EQ(ApplyOverride(c, "=8").message(),
             "--set '=8': expected key.path=value, e.g. engine.max_num_seqs=8");
+  EXPECT_EQ(ApplyOverride(c, "engine.max_num_batched_tokens=2147483647").message(),
+            "--set 'engine.max_num_batched_tokens=2147483647': engine.max_num_batched_tokens: "
+            "expected an integer in 1..1048576, got \"2147483647\"");
   const Status syntax = ApplyOverride(c, "engine.max_num_seqs=[1,");
   EXPECT_EQ(syntax.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(syntax.message().rfind("--set 'engine.max_num_seqs=[1,': engine.max_num_seqs: YAML "
@@ -427,7 +440,8 @@ TEST(ConfigOverride, BadKeysAndValuesLeaveTheConfigUnchanged) {
 TEST(ConfigValidate, ChecksValuesBuiltInCode) {
   PagodaConfig c;
   c.runtime.engine.scheduler.max_num_seqs = 0;
-  EXPECT_EQ(ValidateConfig(c).message(), "engine.max_num_seqs: expected an integer >= 1, got 0");
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "engine.max_num_seqs: expected an integer in 1..65536, got 0");
   // kv_cache.dtype, engine.policy, backend.type and logging.* are enums past the parser: an
   // unknown name cannot be built in code (ConfigParse tests its parsing).
   c = PagodaConfig{};

@@ -48,6 +48,22 @@ TEST(Metrics, RendersEngineStatsAndFinishedRequests) {
   EXPECT_NE(text.find("# TYPE pagoda:e2e_request_latency_seconds histogram\n"), std::string::npos);
 }
 
+// A model name with a quote, a backslash and a line feed stays one label value: every sample
+// line still belongs to its own series and none is forged.
+TEST(Metrics, ModelNameIsEscapedInLabelValues) {
+  EXPECT_EQ(EscapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+  Metrics m("evil\"} 1\npagoda:forged{x=\"\\");
+  m.OnRequestFinished(RequestTimes{}, FinishReason::kStop, Usage{});
+  const std::string text = m.Render(EngineStats{});
+  const std::string label = "{model_name=\"evil\\\"} 1\\npagoda:forged{x=\\\"\\\\\"}";
+  EXPECT_NE(text.find("pagoda:num_requests_running" + label + " 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\npagoda:forged"), std::string::npos) << text;
+  const std::string success = "{model_name=\"evil\\\"} 1\\npagoda:forged{x=\\\"\\\\\",";
+  EXPECT_NE(text.find("pagoda:request_success_total" + success + "finished_reason=\"stop\"} 1\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(HttpEndpoint, SplitHostPortNamesTheField) {
   std::string host;
   int port = 0;

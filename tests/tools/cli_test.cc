@@ -32,6 +32,7 @@ void ExpectAidreamsReference(const std::string& extra) {
   const std::string model = SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
   const auto ref = testing::LoadJson(SharedPath("models/aidreams260K/reference.json"));
   ASSERT_TRUE(ref.contains("cases"));
+  ASSERT_GE(ref["cases"].size(), 1u) << "no reference cases: nothing would be checked";
   const int ctx = ref["config"]["seq_len"];
   for (const auto& c : ref["cases"]) {
     const auto prompt_ids = c["prompt_tokens"].get<std::vector<int32_t>>();
@@ -472,12 +473,76 @@ TEST(CliInspect, ReportsWhyAModelDoesNotLoad) {
   EXPECT_NE(RunPagoda("inspect " + dir.File("missing.gguf")).exit_code, 0);
 }
 
+// A special token whose bytes are not UTF-8 (here BOS "<s>" patched to "\xff\xfe<" in a copy
+// of aidreams) is printed with U+FFFD in text mode; nlohmann used to abort (type_error.316).
+TEST(CliInspect, NonUtf8SpecialTokenInTextMode) {
+  TempDir dir;
+  std::ifstream in(SharedPath("models/aidreams260K/aidreams260K-f32.gguf"), std::ios::binary);
+  std::string bytes{std::istreambuf_iterator<char>(in), {}};
+  const std::string piece = std::string("\x03\0\0\0\0\0\0\0", 8) + "<s>";
+  const size_t at = bytes.find(piece);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + 8, 3, "\xff\xfe<");
+  std::ofstream(dir.File("bad.gguf"), std::ios::binary) << bytes;
+  const auto r = RunPagoda("inspect " + dir.File("bad.gguf"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("bos            1 \"\xef\xbf\xbd\xef\xbf\xbd<\""), std::string::npos)
+      << r.out;
+  EXPECT_EQ(RunPagoda("inspect --json " + dir.File("bad.gguf")).exit_code, 0);
+}
+
+// JSON nested 200000 deep in an HF folder's config.json used to overflow the stack (SIGSEGV):
+// it is reported as the loader's error, in text and JSON mode.
+TEST(CliInspect, DeeplyNestedHfJsonIsAnErrorNotACrash) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("deep"));
+  std::ofstream(dir.File("deep/config.json"))
+      << "{\"a\": " << std::string(200000, '[') << std::string(200000, ']') << "}";
+  const auto text = RunPagoda("inspect " + dir.File("deep"));
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("config.json: JSON nested deeper than 256 levels"), std::string::npos)
+      << text.out;
+  const auto json = RunPagoda("inspect --json " + dir.File("deep"));
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_NE(nlohmann::json::parse(json.out)["error"].get<std::string>().find("nested deeper"),
+            std::string::npos);
+}
+
+// A broken tokenizer.json beside a tokenizer.model is reported (it used to fall back to
+// tokenizer.model silently); one of a kind the BPE reader does not take still falls back.
+TEST(Cli, BrokenTokenizerJsonIsReportedNotReplaced) {
+  TempDir dir;
+  ASSERT_EQ(
+      RunPagoda("make-model -q --layers 1 --format safetensors -o " + dir.File("hf")).exit_code, 0);
+  ASSERT_TRUE(std::filesystem::exists(dir.File("hf/tokenizer.model")));
+  std::ofstream(dir.File("hf/tokenizer.json")) << "{\"model\": {\"type\": \"BPE\", \"vocab\": [";
+  auto broken = LoadModel(dir.File("hf"));
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("tokenizer.json"), std::string::npos)
+      << broken.status().ToString();
+  std::ofstream(dir.File("hf/tokenizer.json")) << R"({"model": {"type": "Unigram", "vocab": []}})";
+  auto unigram = LoadModel(dir.File("hf"));
+  EXPECT_TRUE(unigram.ok()) << unigram.status().ToString();
+}
+
 TEST(Cli, MakeModelRejectsBadArchAndRopeScaling) {
   TempDir dir;
   EXPECT_NE(RunPagoda("make-model -q --arch gpt2 -o " + dir.File("a.gguf")).exit_code, 0);
   EXPECT_EQ(RunPagoda("make-model -q --rope-scaling yarn:2 -o " + dir.File("a.gguf")).exit_code, 2);
   EXPECT_EQ(RunPagoda("make-model -q --rope-scaling linear:0 -o " + dir.File("a.gguf")).exit_code,
             2);
+}
+
+// A knob out of its range stops `serve` before anything is loaded or allocated, with one
+// `--set '...':` prefix (it used to be printed twice) and the range.
+TEST(CliServe, OutOfRangeSetIsAClearErrorNotAnAllocationFailure) {
+  std::string err;
+  const auto r = RunPagodaWithStderr("serve --set engine.max_num_batched_tokens=2147483647", &err);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(err,
+            "error: --set 'engine.max_num_batched_tokens=2147483647': "
+            "engine.max_num_batched_tokens: expected an integer in 1..1048576, got "
+            "\"2147483647\"\n");
 }
 
 TEST(Cli, HelpWorksForEveryCommand) {

@@ -11,6 +11,7 @@
 #include <span>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/malformed_batches.h"
 #include "tests/reference/llama_forward.h"
 #include "tests/test_data.h"
 
@@ -167,6 +168,243 @@ TEST_P(BackendParity, PagedBackendMatchesReferenceForward) {
   }
 }
 
+// Several sequences per step, as the engine runs them: decodes first, then prefill chunks of the
+// others, each in its own blocks; every sequence's logits match its own reference forward.
+struct SeqRun {
+  std::vector<int32_t> tokens;
+  int32_t prompt_len = 0, pos = 0;
+  std::vector<int32_t> table;
+  std::vector<std::vector<float>> logits;  // after the prompt and after every decode input
+};
+
+void RunBatched(const RandomModel& m, std::vector<SeqRun>& runs, int32_t chunk, int32_t block) {
+  const int32_t per_seq = 64 / block;
+  KvCacheConfig kv;
+  kv.block_size = block;
+  kv.num_blocks = per_seq * static_cast<int32_t>(runs.size()) + 1;
+  kv.dtype = KvDtype::kF32;
+  const int32_t nseq = static_cast<int32_t>(runs.size());
+  auto backend = cpu::CpuBackend::Create(m.config, m.weights, kv, StepLimits{64 * nseq, nseq}, {});
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  for (int32_t s = 0; s < nseq; ++s) {
+    runs[s].table.clear();
+    for (int32_t b = 0; b < per_seq; ++b) runs[s].table.push_back(s * per_seq + per_seq - 1 - b);
+  }
+  const int32_t V = m.config.vocab_size;
+  while (true) {
+    std::vector<int32_t> tokens, slots;
+    std::vector<StepSequence> seqs;
+    std::vector<SeqRun*> order;
+    for (bool decodes : {true, false}) {
+      for (SeqRun& r : runs) {
+        if (r.pos >= static_cast<int32_t>(r.tokens.size()) || (r.pos >= r.prompt_len) != decodes) {
+          continue;
+        }
+        const int32_t n = decodes ? 1 : std::min(chunk, r.prompt_len - r.pos);
+        seqs.push_back({static_cast<int32_t>(tokens.size()), n, r.pos, r.table, decodes, true});
+        for (int32_t i = 0; i < n; ++i) {
+          tokens.push_back(r.tokens[r.pos + i]);
+          slots.push_back(SlotForPosition(r.table, block, r.pos + i));
+        }
+        order.push_back(&r);
+      }
+    }
+    if (seqs.empty()) return;
+    std::vector<float> logits(seqs.size() * V);
+    ASSERT_TRUE((*backend)->Execute(StepBatch{tokens, slots, seqs, {}}, logits).ok());
+    for (size_t i = 0; i < order.size(); ++i) {
+      SeqRun& r = *order[i];
+      r.pos += seqs[i].query_len;
+      if (r.pos >= r.prompt_len) {
+        r.logits.emplace_back(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+      }
+    }
+  }
+}
+
+TEST_P(BackendParity, SeveralSequencesPerStepMatchTheirReferenceForwards) {
+  const Case& k = GetParam();
+  auto m = MakeRandomModel(k.bias, k.qk_norm, k.window, k.layout, 7, k.rope);
+  std::mt19937 rng(5);
+  const int V = m->config.vocab_size;
+  for (int32_t chunk : {3, 64}) {
+    std::vector<SeqRun> runs(3);
+    const int32_t lens[3] = {30, 24, 27}, prompts[3] = {19, 6, 13};
+    for (int s = 0; s < 3; ++s) {
+      for (int i = 0; i < lens[s]; ++i) runs[s].tokens.push_back(static_cast<int32_t>(rng() % V));
+      runs[s].prompt_len = prompts[s];
+    }
+    RunBatched(*m, runs, chunk, 4);
+    for (int s = 0; s < 3; ++s) {
+      cpu::LlamaForward ref(m->config, m->weights, m->config.context_length);
+      auto all = ref.Forward(runs[s].tokens, /*all_logits=*/true);
+      ASSERT_TRUE(all.ok());
+      ASSERT_EQ(runs[s].logits.size(), runs[s].tokens.size() - runs[s].prompt_len + 1);
+      double max_diff = 0;
+      for (size_t i = 0; i < runs[s].logits.size(); ++i) {
+        const size_t pos = runs[s].prompt_len - 1 + i;
+        max_diff = std::max(max_diff, MaxAbsDiff(runs[s].logits[i], all->subspan(pos * V, V)));
+      }
+      EXPECT_LT(max_diff, 2e-4) << "sequence " << s << " chunk " << chunk;
+    }
+  }
+}
+
+// ---- An independent float64 reference, written here from the published formulas ----
+// (not LlamaForward, which shares the production RoPE table and norms): RMSNorm
+// x / sqrt(mean(x^2) + eps) * w; Qwen3's per-head RMSNorm of q and k before RoPE; RoPE on pairs
+// (2i, 2i+1) or (i, i + d/2) at angle pos * inv_freq[i]; Mistral's sliding window (query p sees
+// keys p - W < p' <= p); softmax(q k / sqrt(d)) v with GQA; SwiGLU MLP.
+using Vec = std::vector<double>;
+
+// theta^(-2i/d), then linear scaling (HF "linear": divided by the factor), llama.cpp's
+// rope_freqs divisors, or Llama 3.1's per-frequency rule (HF _compute_llama3_parameters).
+Vec InvFreqF64(const ModelConfig& c) {
+  Vec f(static_cast<size_t>(c.rope_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    double v = std::pow(double{c.rope_theta}, -2.0 * static_cast<double>(i) / c.rope_dim);
+    if (c.rope_scaling == RopeScaling::kLinear) {
+      v /= c.rope_scaling_factor;
+    } else if (c.rope_scaling == RopeScaling::kLlama3 && !c.rope_freq_factors.empty()) {
+      v /= c.rope_freq_factors[i];
+    } else if (c.rope_scaling == RopeScaling::kLlama3) {
+      const double wavelen = 2.0 * M_PI / v, old_ctx = c.rope_original_context;
+      const double low_wavelen = old_ctx / c.rope_low_freq_factor;
+      const double high_wavelen = old_ctx / c.rope_high_freq_factor;
+      if (wavelen > low_wavelen) {
+        v /= c.rope_scaling_factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_ctx / wavelen - c.rope_low_freq_factor) /
+                              (c.rope_high_freq_factor - c.rope_low_freq_factor);
+        v = (1.0 - smooth) * v / c.rope_scaling_factor + smooth * v;
+      }
+    }
+    f[i] = v;
+  }
+  return f;
+}
+
+Vec MatVecF64(const WeightView& w, const Vec& x) {
+  Vec y(static_cast<size_t>(w.rows), 0.0);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const float* row = reinterpret_cast<const float*>(w.row(r));
+    for (int64_t k = 0; k < w.cols; ++k) y[r] += double{row[k]} * x[k];
+  }
+  return y;
+}
+
+Vec RmsNormF64(const double* x, const std::vector<float>& w, size_t n, double eps) {
+  double ss = 0.0;
+  for (size_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  Vec y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
+  return y;
+}
+
+// Per-head QK-norm (when the model has it) and RoPE of one projected q or k at `pos`.
+void NormAndRotateF64(const ModelConfig& c, const std::vector<float>& norm, const Vec& inv_freq,
+                      int64_t pos, Vec& v) {
+  const size_t d = static_cast<size_t>(c.head_dim), half = static_cast<size_t>(c.rope_dim / 2);
+  for (size_t h = 0; h < v.size() / d; ++h) {
+    double* x = v.data() + h * d;
+    if (c.has_qk_norm) {
+      const Vec n = RmsNormF64(x, norm, d, c.rms_eps);
+      std::copy(n.begin(), n.end(), x);
+    }
+    for (size_t i = 0; i < half; ++i) {
+      const size_t a = c.rope_layout == RopeLayout::kInterleaved ? 2 * i : i;
+      const size_t b = c.rope_layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;
+      const double th = static_cast<double>(pos) * inv_freq[i];
+      const double xa = x[a], xb = x[b];
+      x[a] = xa * std::cos(th) - xb * std::sin(th);
+      x[b] = xa * std::sin(th) + xb * std::cos(th);
+    }
+  }
+}
+
+// Logits [tokens.size()][vocab] of the whole sequence.
+std::vector<Vec> ForwardF64(const RandomModel& m, std::span<const int32_t> tokens) {
+  const ModelConfig& c = m.config;
+  const Vec inv_freq = InvFreqF64(c);
+  const size_t T = tokens.size(), E = c.n_embd, d = c.head_dim;
+  std::vector<Vec> x(T);
+  for (size_t t = 0; t < T; ++t) {
+    const float* e = reinterpret_cast<const float*>(m.weights.token_embd.row(tokens[t]));
+    x[t].assign(e, e + E);
+  }
+  for (const LayerWeights& w : m.weights.layers) {
+    std::vector<Vec> q(T), k(T), v(T);
+    for (size_t t = 0; t < T; ++t) {
+      const Vec h = RmsNormF64(x[t].data(), w.attn_norm, E, c.rms_eps);
+      q[t] = MatVecF64(w.wq, h), k[t] = MatVecF64(w.wk, h), v[t] = MatVecF64(w.wv, h);
+      for (size_t i = 0; i < w.bq.size(); ++i) q[t][i] += w.bq[i];
+      for (size_t i = 0; i < w.bk.size(); ++i) k[t][i] += w.bk[i];
+      for (size_t i = 0; i < w.bv.size(); ++i) v[t][i] += w.bv[i];
+      NormAndRotateF64(c, w.q_norm, inv_freq, static_cast<int64_t>(t), q[t]);
+      NormAndRotateF64(c, w.k_norm, inv_freq, static_cast<int64_t>(t), k[t]);
+    }
+    for (size_t t = 0; t < T; ++t) {
+      const size_t first = c.sliding_window > 0 && t + 1 > static_cast<size_t>(c.sliding_window)
+                               ? t + 1 - static_cast<size_t>(c.sliding_window)
+                               : 0;
+      Vec attn(static_cast<size_t>(c.q_dim()), 0.0);
+      for (size_t hq = 0; hq < static_cast<size_t>(c.n_heads); ++hq) {
+        const size_t hk = hq / static_cast<size_t>(c.n_heads / c.n_kv_heads);
+        Vec score;
+        double mx = -1e300, z = 0.0;
+        for (size_t p = first; p <= t; ++p) {
+          double dot = 0.0;
+          for (size_t i = 0; i < d; ++i) dot += q[t][hq * d + i] * k[p][hk * d + i];
+          score.push_back(dot / std::sqrt(static_cast<double>(d)));
+          mx = std::max(mx, score.back());
+        }
+        for (double& sc : score) z += (sc = std::exp(sc - mx));
+        for (size_t p = first; p <= t; ++p) {
+          for (size_t i = 0; i < d; ++i)
+            attn[hq * d + i] += score[p - first] / z * v[p][hk * d + i];
+        }
+      }
+      const Vec o = MatVecF64(w.wo, attn);
+      for (size_t i = 0; i < E; ++i) x[t][i] += o[i];
+      const Vec h = RmsNormF64(x[t].data(), w.ffn_norm, E, c.rms_eps);
+      const Vec g = MatVecF64(w.w_gate, h), u = MatVecF64(w.w_up, h);
+      Vec act(g.size());
+      for (size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const Vec down = MatVecF64(w.w_down, act);
+      for (size_t i = 0; i < E; ++i) x[t][i] += down[i];
+    }
+  }
+  std::vector<Vec> logits(T);
+  for (size_t t = 0; t < T; ++t) {
+    logits[t] =
+        MatVecF64(m.weights.output, RmsNormF64(x[t].data(), m.weights.output_norm, E, c.rms_eps));
+  }
+  return logits;
+}
+
+// Sliding window, RoPE scaling and QK-norm through the paged backend against the float64
+// formulas above (not only "the logits changed").
+TEST_P(BackendParity, PagedBackendMatchesTheFloat64FormulaReference) {
+  const Case& k = GetParam();
+  auto m = MakeRandomModel(k.bias, k.qk_norm, k.window, k.layout, 7, k.rope);
+  std::mt19937 rng(11);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 40; ++i) tokens.push_back(static_cast<int32_t>(rng() % 50));
+  const int32_t prompt_len = 23;
+  const std::vector<Vec> want = ForwardF64(*m, tokens);
+  const auto got = RunBackend(*m, tokens, prompt_len, 5, 4);
+  ASSERT_EQ(got.size(), tokens.size() - prompt_len + 1);
+  double max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Vec& w = want[prompt_len - 1 + i];
+    for (size_t j = 0; j < w.size(); ++j) {
+      max_diff = std::max(max_diff, std::abs(w[j] - double{got[i][j]}));
+    }
+  }
+  EXPECT_LT(max_diff, 5e-4);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Options, BackendParity,
     ::testing::Values(Case{false, false, 0, RopeLayout::kInterleaved},
@@ -207,6 +445,57 @@ TEST(BackendParity, RopeScalingChangesTheResult) {
     ASSERT_TRUE(got.ok());
     EXPECT_GT(MaxAbsDiff(base, *got), 1e-3) << static_cast<int>(rope);
   }
+}
+
+// The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
+// checks the engine tests' fake backend shares), writes nothing, and then still serves.
+TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
+  auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+  KvCacheConfig kv;
+  kv.block_size = 4;
+  kv.num_blocks = 16;
+  kv.dtype = KvDtype::kF32;
+  auto backend = cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, {});
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  Backend& b = **backend;
+  const int32_t vocab = b.vocab_size();
+  const auto cases = testing::MalformedBatches(b.capabilities(), vocab, 6);
+  ASSERT_GE(cases.size(), 10u);
+  for (const auto& c : cases) {
+    std::vector<float> logits(c.logit_rows * vocab);
+    const Status st = b.Execute(c.batch(), logits);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.name << ": " << st.ToString();
+    EXPECT_NE(st.message().find(c.field), std::string::npos) << c.name << ": " << st.ToString();
+  }
+  const auto valid = testing::ValidPrefill(6, 4);
+  std::vector<float> logits(vocab);
+  EXPECT_TRUE(b.Execute(valid.batch(), logits).ok());
+}
+
+// Knob-sized allocations are checked first: a step budget whose buffers exceed the machine's
+// memory and thousands of threads on a few cores are refused with the key's name.
+TEST(CpuBackendValidation, OversizedStepBuffersAndThreadCountsAreRefused) {
+  auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+  KvCacheConfig kv;
+  kv.block_size = 4;
+  kv.num_blocks = 16;
+  kv.dtype = KvDtype::kF32;
+  ModelConfig wide = m->config;  // dimensions only: nothing is allocated for it
+  wide.n_embd = 1 << 16, wide.n_heads = 512, wide.n_kv_heads = 512, wide.head_dim = 128;
+  wide.n_ff = 1 << 18;
+  auto big = cpu::CpuBackend::Create(wide, m->weights, kv, StepLimits{1 << 20, 64}, {});
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(big.status().message().rfind("engine.max_num_batched_tokens: 1048576 tokens", 0), 0u)
+      << big.status().ToString();
+  cpu::CpuBackendOptions options;
+  options.threads = 4096;
+  auto threads = cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, options);
+  ASSERT_FALSE(threads.ok());
+  EXPECT_EQ(threads.status().message().rfind("backend.threads: 4096 exceeds", 0), 0u)
+      << threads.status().ToString();
+  options.threads = 3;  // a small oversubscription stays allowed
+  EXPECT_TRUE(cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, options).ok());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "runtime/runtime.h"
 #include "scheduler/engine.h"
+#include "tests/kernels/malformed_batches.h"
 #include "tests/kernels/neuron/fake_artifacts.h"
 #include "tests/kernels/neuron/fake_nrt.h"
 #include "tests/test_data.h"
@@ -18,10 +19,18 @@ namespace {
 
 const std::string kModel = testing::SharedPath("models/aidreams260K/aidreams260K-f32.gguf");
 
-FakeNrtCounters Counters() {
+// The fake runtime's counters. A leak check reads them after using the fake: it fails when the
+// fake is not loaded (zero counters would pass every check). A baseline taken before the first
+// use (`may_be_unloaded`) is all zeros then.
+FakeNrtCounters Counters(bool may_be_unloaded = false) {
   void* h = dlopen(FAKE_NRT_PATH, RTLD_NOW | RTLD_NOLOAD);
   FakeNrtCounters c{};
-  if (h == nullptr) return c;
+  if (h == nullptr) {
+    if (!may_be_unloaded) {
+      ADD_FAILURE() << "the fake libnrt is not loaded: its leak counters cannot be read";
+    }
+    return c;
+  }
   reinterpret_cast<FakeNrtGetCountersFn>(dlsym(h, "fake_nrt_get_counters"))(&c);
   return c;
 }
@@ -131,7 +140,7 @@ TEST_F(NeuronBackendTest, EnvConflict) {
 
 TEST_F(NeuronBackendTest, BucketsEnableLoadsOnlyTheListedPrograms) {
   opts_.buckets_enable = {"prefill_t16", "decode_b2"};
-  const int64_t before = Counters().models_loaded;
+  const int64_t before = Counters(/*may_be_unloaded=*/true).models_loaded;
   {
     auto b = Create();
     ASSERT_TRUE(b.ok()) << b.status().ToString();
@@ -179,6 +188,7 @@ TEST_F(NeuronBackendTest, NonFiniteWarmupLogitsFailStartup) {
 std::vector<std::vector<int32_t>> RunPrompts(Engine& engine, const nlohmann::json& ref,
                                              int max_tokens, std::vector<bool>* failed) {
   std::vector<std::shared_ptr<RequestStream>> streams;
+  EXPECT_GE(ref["cases"].size(), 1u) << "no reference cases: nothing would be checked";
   for (size_t i = 0; i < ref["cases"].size(); ++i) {
     Request r;
     r.request_id = "r" + std::to_string(i);
@@ -263,6 +273,29 @@ TEST_F(NeuronBackendTest, InjectedExecuteFailureFailsOnlyThatStep) {
   engine.reset();
   b->reset();
   EXPECT_EQ(Counters().leaked_at_last_close, 0);
+}
+
+// The checks the CPU backend makes (kernels/step_batch_check.h), sequence and token counts
+// included: every malformed batch is refused before anything reaches the runtime.
+TEST_F(NeuronBackendTest, MalformedBatchesAreRejected) {
+  auto b = Create();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  Backend& backend = **b;
+  const int32_t vocab = backend.vocab_size();
+  const auto cases = testing::MalformedBatches(backend.capabilities(), vocab, 6);
+  ASSERT_GE(cases.size(), 10u);
+  const int64_t executes = Counters().executes;
+  for (const auto& c : cases) {
+    std::vector<float> logits(c.logit_rows * vocab);
+    const Status st = backend.Execute(c.batch(), logits);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.name << ": " << st.ToString();
+    EXPECT_NE(st.message().find(c.field), std::string::npos) << c.name << ": " << st.ToString();
+  }
+  EXPECT_EQ(Counters().executes, executes);
+  EXPECT_TRUE(backend.healthy());
+  const auto valid = testing::ValidPrefill(6, backend.capabilities().block_size);
+  std::vector<float> logits(vocab);
+  EXPECT_TRUE(backend.Execute(valid.batch(), logits).ok());
 }
 
 }  // namespace

@@ -145,13 +145,43 @@ TEST(BpeFuzzTest, CorruptedTokenizerJsonNeverCrashes) {
   EXPECT_GT(rejected, 0);
 }
 
+// Corrupted copies of GPT-2's whole tokenizer.json: each is refused with a message, or loads
+// into a tokenizer whose encodings stay inside its vocabulary.
 TEST(BpeFuzzTest, CorruptedFullTokenizerJson) {
   const std::string base = ReadFileOrFail(Gpt2Path("tokenizer.json"));
+  ASSERT_TRUE(BpeVocabFromTokenizerJson(base).ok());
   std::mt19937 rng(99);
+  int rejected = 0;
   for (int i = 0; i < 20; ++i) {
     auto vocab = BpeVocabFromTokenizerJson(Corrupt(base, rng));
-    if (vocab.ok()) (void)MakeBpeTokenizer(std::move(vocab).value());
+    if (!vocab.ok()) {
+      ++rejected;
+      EXPECT_FALSE(vocab.status().message().empty());
+      continue;
+    }
+    auto tok = MakeBpeTokenizer(std::move(vocab).value());
+    if (!tok.ok()) {
+      ++rejected;
+      EXPECT_FALSE(tok.status().message().empty());
+      continue;
+    }
+    const std::vector<int32_t> ids = (*tok)->Encode("Hello <|endoftext|> world 123!", false);
+    EXPECT_FALSE(ids.empty());
+    for (int32_t id : ids) {
+      EXPECT_TRUE(id >= 0 && id < (*tok)->vocab_size()) << id;
+    }
   }
+  EXPECT_GT(rejected, 0);
+}
+
+// Deep nesting is refused before nlohmann's recursive parser sees it (it overflowed the stack).
+TEST(BpeFuzzTest, DeeplyNestedTokenizerJsonIsRefused) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const Status st = BpeVocabFromTokenizerJson(deep).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("tokenizer.json: JSON nested deeper than 256 levels"),
+            std::string::npos)
+      << st.ToString();
 }
 
 // Random strings: raw bytes, ASCII soup, and valid UTF-8 from assorted ranges.

@@ -66,6 +66,7 @@ TEST(BpeGgufTest, RoundTripMatchesReference) {
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
   int matched = 0;
   const nlohmann::json cases = Gpt2ReferenceCases();
+  ASSERT_GE(cases.size(), 28u) << "too few reference cases";
   for (const auto& c : cases) {
     const auto want = c["gpt2_ids"].get<std::vector<int32_t>>();
     const std::vector<int32_t> ids = (*tok)->Encode(c["text"].get<std::string>(), false);

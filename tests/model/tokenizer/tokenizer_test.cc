@@ -207,6 +207,7 @@ TEST(LlamaSpmTest, ConcurrentEncodeIsConsistent) {
   const Tokenizer* tok = LlamaTokenizer();
   ASSERT_NE(tok, nullptr);
   const nlohmann::json cases = LlamaReferenceCases();
+  ASSERT_GE(cases.size(), 20u) << "reference.json has too few cases";
   std::vector<std::thread> threads;
   std::vector<int> failures(4, 0);
   for (int t = 0; t < 4; ++t) {

@@ -114,7 +114,9 @@ TEST(AttentionSimdDispatchTest, EffectiveLevelHonoursCapAndHeadDim) {
   EXPECT_EQ(attn::EffectiveSimdLevel(kMaxSimdLevel, 128), best);
   EXPECT_LE(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 72), SimdLevel::kAvx2);  // 72 % 16 != 0
   EXPECT_EQ(attn::EffectiveSimdLevel(SimdLevel::kAvx512, 100), SimdLevel::kPortable);
-  EXPECT_EQ(std::min(DetectSimdLevel(), SimdLevel::kAvx512), best);  // decided once
+  for (SimdLevel level : SupportedLevels()) {  // a cap at or below the CPU's level is honoured
+    EXPECT_EQ(attn::EffectiveSimdLevel(level, 128), std::min(level, SimdLevel::kAvx512));
+  }
   // Above kAvx512 the AVX-512 tile kernels run.
   if (DetectSimdLevel() >= SimdLevel::kAvx512) {
     EXPECT_EQ(&attn::GetTileKernels(kMaxSimdLevel), &attn::GetTileKernels(SimdLevel::kAvx512));
