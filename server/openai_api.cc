@@ -15,8 +15,12 @@ namespace {
 
 using nlohmann::json;
 
+// How long a client told 429 (the waiting queue is full) should wait before it retries.
+constexpr const char* kRetryAfterSeconds = "1";
+
 void SendError(httplib::Response& res, const Status& st) {
   res.status = HttpStatusOf(st);
+  if (res.status == 429) res.set_header("Retry-After", kRetryAfterSeconds);
   res.set_content(OpenAiErrorBody(st), "application/json");
 }
 
@@ -49,7 +53,7 @@ json ModelCard(const ServingContext& ctx) {
           {"object", "model"},
           {"created", UnixNow()},
           {"owned_by", "pagoda"},
-          {"max_model_len", ctx.model->config.context_length}};
+          {"max_model_len", ctx.engine->max_model_len()}};
 }
 
 // One generation: what the handler set up and the content provider streams.
@@ -183,9 +187,9 @@ Result<std::vector<int32_t>> PromptTokens(ServingContext& ctx, const httplib::Re
 void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   Result<std::vector<int32_t>> ids = PromptTokens(ctx, req);
   if (!ids.ok()) return SendError(res, ids.status());
-  SendJson(res, {{"tokens", *ids},
-                 {"count", ids->size()},
-                 {"max_model_len", ctx.model->config.context_length}});
+  SendJson(
+      res,
+      {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", ctx.engine->max_model_len()}});
 }
 
 void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
