@@ -108,11 +108,10 @@ void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
   };
   server.set_pre_routing_handler([queue](const httplib::Request& req, httplib::Response& res) {
     const BoundedTaskQueue* q = queue->load();
-    if (q == nullptr || !q->IsOverflowThread() || IsProbe(req)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
+    if (q == nullptr || !q->IsOverflowThread()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");  // the connection's next request must not stay here
+    if (IsProbe(req)) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 503;
-    res.set_header("Connection", "close");
     res.set_content(R"({"error":{"message":"too many connections","type":"server_error",)"
                     R"("param":null,"code":503}})",
                     "application/json");

@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """The official `openai` Node SDK (a pinned version, installed with npm into the build tree at
-test time) against `pagoda serve`: openai_sdk/sdk_test.cjs lists models, checks greedy
-completions of the aidreams260K reference prompts (whole and streamed), chat completions
-(whole and streamed) and the SDK's error classes (400, 401, 404).
+test time) against `pagoda serve`: openai_sdk/sdk_test.cjs runs against two servers, both
+behind a bearer token --
+  aidreams: the aidreams260K model (greedy completions equal the reference tokens, whole and
+            streamed; chat; n = 2 with a seed; 16 concurrent streams equal to their sequential
+            outputs; the error classes; invalid JSON);
+  tiny:     a synthetic model with a 1024-token context, one sequence and one waiting request
+            at a time, 8 HTTP connections and 1 MiB bodies (503 past the connections,
+            cancellation through an AbortController, 429, 413).
 
 Usage: openai_sdk_e2e_test.py --pagoda BIN --repo DIR --shared DIR --node-dir DIR
 """
 import argparse
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pagoda_server import PagodaServer  # noqa: E402
 
 OPENAI_SDK_VERSION = "6.30.1"  # pinned: the SDK the API is tested against
 
@@ -34,25 +39,6 @@ def install_sdk(node_dir):
     return sdk
 
 
-def start_server(args, token):
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    model = os.path.join(args.shared, "models/aidreams260K/aidreams260K-f32.gguf")
-    cmd = [args.pagoda, "serve", "--model", model, "--set", "server.listen_address=127.0.0.1:0",
-           "--set", "server.metrics_address=127.0.0.1:0",
-           "--set", "server.http_address=127.0.0.1:0", "--set", "model.name=aidreams",
-           "--set", "model.chat_template=chatml", "--set", f"server.auth.bearer_token={token}"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline and proc.poll() is None:
-        with open(log.name) as f:
-            m = re.search(r"HTTP API on .* \(port (\d+)\)", f.read())
-        if m:
-            return proc, log.name, int(m.group(1))
-        time.sleep(0.05)
-    with open(log.name) as f:
-        raise RuntimeError("server did not start: " + f.read())
-
-
 def main():
     parser = argparse.ArgumentParser()
     for flag in ("--pagoda", "--repo", "--shared", "--node-dir"):
@@ -60,19 +46,33 @@ def main():
     args = parser.parse_args()
     sdk = install_sdk(args.node_dir)
     token = "sdk-test-token"
-    proc, log, port = start_server(args, token)
+    tmp = tempfile.mkdtemp()
+    tiny_model = os.path.join(tmp, "tiny.gguf")
+    subprocess.run([args.pagoda, "make-model", "-q", "--preset", "tiny", "--context", "1024",
+                    "-o", tiny_model], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PAGODA_API_KEY"}
+    servers = []
+    rc = 1
     try:
+        servers.append(PagodaServer(
+            args.pagoda, "model.name=aidreams", "model.chat_template=chatml",
+            f"server.auth.bearer_token={token}", env=env,
+            model=os.path.join(args.shared, "models/aidreams260K/aidreams260K-f32.gguf")))
+        servers.append(PagodaServer(
+            args.pagoda, "engine.max_num_seqs=1", "server.max_waiting_requests=1",
+            "server.http_max_connections=8", "server.max_message_bytes=1048576",
+            f"server.auth.bearer_token={token}", env=env, model=tiny_model))
         script = os.path.join(args.repo, "tests/e2e/openai_sdk/sdk_test.cjs")
         reference = os.path.join(args.shared, "models/aidreams260K/reference.json")
-        rc = subprocess.run(["node", script, sdk, f"http://127.0.0.1:{port}/v1", token,
-                             reference], timeout=300).returncode
+        rc = subprocess.run(["node", script, sdk, servers[0].url + "/v1", token, reference,
+                             servers[1].url + "/v1"], timeout=300).returncode
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        if rc != 0:
-            with open(log) as f:
-                print(f.read()[-4000:], file=sys.stderr)
-        os.unlink(log)
+        for server in servers:
+            if rc != 0:
+                print(server.output()[-4000:], file=sys.stderr)
+            server.stop()
+        os.unlink(tiny_model)
+        os.rmdir(tmp)
     print(f"openai@{OPENAI_SDK_VERSION} SDK test: {'passed' if rc == 0 else 'FAILED'}")
     sys.exit(rc)
 
