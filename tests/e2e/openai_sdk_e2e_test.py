@@ -6,14 +6,18 @@ behind a bearer token --
             streamed; chat; n = 2 with a seed; 16 concurrent streams equal to their sequential
             outputs; the error classes; invalid JSON);
   tiny:     a synthetic model with a 1024-token context, one sequence and one waiting request
-            at a time, 8 HTTP connections and 1 MiB bodies (503 past the connections,
-            cancellation through an AbortController, 429, 413).
+            at a time, 8 HTTP connections and 1 MiB bodies, no token (503 past the
+            connections, cancellation through an AbortController, 429, 413).
+Then the README's examples run as written against the tiny server (its ports put in place of
+the default ones): the quick-start commands, the curl examples and the Node SDK example; the
+Python SDK example is compiled (the package cannot be installed here).
 
 Usage: openai_sdk_e2e_test.py --pagoda BIN --repo DIR --shared DIR --node-dir DIR
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +43,66 @@ def install_sdk(node_dir):
     return sdk
 
 
+def readme_blocks(repo, lang):
+    with open(os.path.join(repo, "README.md")) as f:
+        return re.findall(r"```" + lang + r"\n(.*?)```", f.read(), re.S)
+
+
+def on_server(text, server, pagoda):
+    """`text` aimed at `server` instead of the default addresses."""
+    for default, port in (("127.0.0.1:8000", server.http_port),
+                          ("127.0.0.1:9090", server.metrics_port),
+                          ("127.0.0.1:50051", server.grpc_port)):
+        text = text.replace(default, f"127.0.0.1:{port}")
+    return text.replace("build/bin/pagoda", pagoda)
+
+
+def run_readme_examples(args, server, node_dir):
+    """Runs the README's client examples against `server`; returns the failures."""
+    failures = []
+    env = {k: v for k, v in os.environ.items() if k != "PAGODA_API_KEY"}
+    # The quick start and the completions examples (the chat one needs a chat template, which
+    # the demo model lacks; the SDK tests cover chat).
+    blocks = [b for b in readme_blocks(args.repo, "sh")
+              if b.startswith(("curl -s 127.0.0.1:8000/v1/completions",
+                               "build/bin/pagoda generate --server"))]
+    if len(blocks) != 2:
+        failures.append(f"expected the quick-start and the curl examples, found {len(blocks)}")
+    for block in blocks:
+        out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", on_server(block, server,
+                                                                              args.pagoda)],
+                             capture_output=True, text=True, timeout=120, env=env)
+        if out.returncode != 0 or '"error"' in out.stdout or not out.stdout.strip():
+            failures.append(f"README example failed ({out.returncode}):\n{block}\n"
+                            f"{out.stdout[-2000:]}{out.stderr[-2000:]}")
+        elif block.startswith("curl ") and "data: [DONE]" not in out.stdout:
+            failures.append(f"no [DONE] in the streamed example's output:\n{out.stdout[-2000:]}")
+    js = readme_blocks(args.repo, "js")
+    if len(js) != 1:
+        failures.append(f"expected one Node example, found {len(js)}")
+    for i, block in enumerate(js):
+        script = os.path.join(node_dir, f"readme_example_{i}.mjs")  # beside node_modules
+        with open(script, "w") as f:
+            f.write(on_server(block, server, args.pagoda))
+        out = subprocess.run(["node", script], capture_output=True, text=True, timeout=120,
+                             env=env)
+        if out.returncode != 0 or not out.stdout.strip():
+            failures.append(f"README Node example failed ({out.returncode}):\n{out.stderr}")
+    py = readme_blocks(args.repo, "python")
+    if len(py) != 1:
+        failures.append(f"expected one Python example, found {len(py)}")
+    for block in py:
+        try:
+            compile(block, "README.md (python)", "exec")
+        except SyntaxError as e:
+            failures.append(f"README Python example: {e}")
+    for f in failures:
+        print(f, file=sys.stderr)
+    print(f"README examples: {len(blocks) + len(js) + len(py) - len(failures)} passed, "
+          f"{len(failures)} failed")
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     for flag in ("--pagoda", "--repo", "--shared", "--node-dir"):
@@ -60,12 +124,14 @@ def main():
             model=os.path.join(args.shared, "models/aidreams260K/aidreams260K-f32.gguf")))
         servers.append(PagodaServer(
             args.pagoda, "engine.max_num_seqs=1", "server.max_waiting_requests=1",
-            "server.http_max_connections=8", "server.max_message_bytes=1048576",
-            f"server.auth.bearer_token={token}", env=env, model=tiny_model))
+            "server.http_max_connections=8", "server.max_message_bytes=1048576", env=env,
+            model=tiny_model))
         script = os.path.join(args.repo, "tests/e2e/openai_sdk/sdk_test.cjs")
         reference = os.path.join(args.shared, "models/aidreams260K/reference.json")
         rc = subprocess.run(["node", script, sdk, servers[0].url + "/v1", token, reference,
                              servers[1].url + "/v1"], timeout=300).returncode
+        if run_readme_examples(args, servers[1], args.node_dir) and rc == 0:
+            rc = 1
     finally:
         for server in servers:
             if rc != 0:
