@@ -119,6 +119,49 @@ class AidreamsHttpTest(unittest.TestCase):
             for case, fut in zip(cases, futures):
                 self.assertEqual(fut.result()[0], self.expected(case))
 
+    def test_several_prompts(self):
+        """An array of prompts: choice i * n + j is sample j of prompt i, whole or streamed, with
+        the usage summed; greedy ones equal each prompt's reference tokens."""
+        cases = self.ref["cases"][:3]
+        body = {"model": "aidreams", "prompt": [c["prompt_tokens"] for c in cases],
+                "max_tokens": 8, "temperature": 0, "n": 2, "logprobs": 0,
+                "return_tokens_as_token_ids": True}
+        status, resp = self.server.json("/v1/completions", body)
+        self.assertEqual(status, 200, resp)
+        self.assertEqual([c["index"] for c in resp["choices"]], list(range(6)))
+        for i, case in enumerate(cases):
+            for j in range(2):
+                choice = resp["choices"][i * 2 + j]
+                self.assertEqual(self.ids(choice["logprobs"]["tokens"]),
+                                 self.expected(case)[:8], (i, j))
+        self.assertEqual(resp["usage"]["completion_tokens"], 6 * 8)
+        self.assertEqual(resp["usage"]["prompt_tokens"],
+                         sum(len(c["prompt_tokens"]) for c in cases))
+        status, raw = self.server.curl("/v1/completions", dict(
+            body, stream=True, stream_options={"include_usage": True}))
+        self.assertEqual(status, 200, raw)
+        events = sse_events(raw)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(e) for e in events[:-1]]
+        texts, finishes = [""] * 6, [None] * 6
+        for chunk in chunks[:-1]:
+            for c in chunk["choices"]:
+                texts[c["index"]] += c["text"]
+                finishes[c["index"]] = c["finish_reason"] or finishes[c["index"]]
+        self.assertEqual(texts, [c["text"] for c in resp["choices"]])
+        self.assertEqual(finishes, ["length"] * 6)
+        self.assertEqual(chunks[-1]["choices"], [])
+        self.assertEqual(chunks[-1]["usage"]["completion_tokens"], 6 * 8)
+        # Strings too; one log line for the request, with the summed usage.
+        status, resp = self.server.json("/v1/completions", {
+            "prompt": ["Echoes", "Whispers of"], "max_tokens": 3, "request_id": "multi-1"})
+        self.assertEqual((status, len(resp["choices"])), (200, 2))
+        self.assertTrue(self.server.wait_idle())
+        line = [ln for ln in self.server.output().splitlines() if "id=cmpl-multi-1 " in ln]
+        self.assertEqual(len(line), 1, line)
+        self.assertIn("completion_tokens=6", line[0])
+        self.assertEqual(self.server.json("/tokenize", {"prompt": ["a", "b"]})[0], 400)
+
     def check_golden(self, name, path, body):
         status, raw = self.server.curl(path, body)
         self.assertEqual(status, 200, raw)
@@ -197,7 +240,7 @@ class AidreamsHttpTest(unittest.TestCase):
             ("/v1/completions", {"prompt": [1, 99999]}, 400, "prompt_token_ids"),
             ("/v1/completions", {"prompt": "hi", "temperature": -1}, 400, None),
             ("/v1/completions", {"prompt": "hi", "top_p": "x"}, 400, "top_p"),
-            ("/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
+            ("/v1/completions", {"prompt": ["a", [1, 99999]]}, 400, "prompt[1]"),
             ("/v1/completions", {"prompt": "hi", "echo": True}, 400, "echo"),
             ("/v1/completions", {"prompt": "hi", "model": "gpt-4"}, 404, "model"),
             ("/v1/chat/completions", {"messages": []}, 400, "messages"),
