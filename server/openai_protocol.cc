@@ -141,9 +141,6 @@ Status RejectUnsupported(const json& j) {
       rf != j.end() && !rf->is_null() && (!rf->is_object() || (*rf)["type"] != "text")) {
     return NotSupported("response_format");
   }
-  std::optional<bool> echo;
-  PAGODA_RETURN_IF_ERROR(Get(j, "echo", &echo));
-  if (echo.value_or(false)) return NotSupported("echo");
   return Status::Ok();
 }
 
@@ -242,6 +239,9 @@ Result<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view body) {
   PAGODA_RETURN_IF_ERROR(GetInto(j, "priority", &api.priority));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "request_id", &api.request_id));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "return_tokens_as_token_ids", &r.tokens_as_ids));
+  PAGODA_RETURN_IF_ERROR(GetInto(j, "echo", &r.echo));
+  if (r.echo && endpoint == OpenAiEndpoint::kChatCompletions) return NotSupported("echo");
+  if (r.echo && api.sampling.logprobs) return NotSupported("echo: with logprobs");
   return r;
 }
 

@@ -3,14 +3,16 @@
 // shape the answer (stream, stream_options.include_usage, logprobs), and the OpenAI error body.
 //
 // Accepted, as OpenAI and vLLM define them: model, prompt (a string, token ids, or an array of
-// either: several prompts, choice i * n + j being sample j of prompt i), messages (content as a
+// either: several prompts, choice i * n + j being sample j of prompt i), echo (completions,
+// without logprobs: each choice's text starts with its prompt's), messages (content as a
 // string or text parts), max_tokens / max_completion_tokens, temperature, top_p, n, stop (string or
 // array), seed, presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
 // stream_options, user; vLLM's extras top_k, min_p, repetition_penalty, stop_token_ids,
 // ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id,
 // return_tokens_as_token_ids.
 // Answered 400 "...: not supported yet": tools / tool_choice / functions, response_format other
-// than text, guided decoding, logit_bias, echo, suffix, best_of > n, non-text message parts.
+// than text, guided decoding, logit_bias, echo with logprobs (prompt logprobs) or on chat,
+// suffix, best_of > n, non-text message parts.
 // Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are INVALID_ARGUMENT
 // whose message starts with the offending field.
 #pragma once
@@ -42,6 +44,7 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs tokens as "token_id:N"
+  bool echo = false;           // completions: the prompt's text before each choice's text
   std::vector<OpenAiPrompt> more_prompts;
 };
 

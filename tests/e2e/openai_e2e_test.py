@@ -162,6 +162,25 @@ class AidreamsHttpTest(unittest.TestCase):
         self.assertIn("completion_tokens=6", line[0])
         self.assertEqual(self.server.json("/tokenize", {"prompt": ["a", "b"]})[0], 400)
 
+    def test_echo(self):
+        """echo: each choice's text starts with its prompt's text (token-id prompts detokenized),
+        whole or streamed."""
+        body = {"prompt": ["Echoes", self.ref["cases"][2]["prompt_tokens"]], "max_tokens": 4,
+                "temperature": 0, "n": 2}
+        _, plain = self.server.json("/v1/completions", body)
+        status, echoed = self.server.json("/v1/completions", dict(body, echo=True))
+        self.assertEqual(status, 200, echoed)
+        prompts = ["Echoes", self.ref["cases"][2]["prompt"]]
+        for i, choice in enumerate(echoed["choices"]):
+            self.assertEqual(choice["text"], prompts[i // 2] + plain["choices"][i]["text"], i)
+        self.assertEqual(echoed["usage"], plain["usage"])
+        _, raw = self.server.curl("/v1/completions", dict(body, echo=True, stream=True))
+        texts = [""] * 4
+        for e in sse_events(raw)[:-1]:
+            for c in json.loads(e)["choices"]:
+                texts[c["index"]] += c["text"]
+        self.assertEqual(texts, [c["text"] for c in echoed["choices"]])
+
     def check_golden(self, name, path, body):
         status, raw = self.server.curl(path, body)
         self.assertEqual(status, 200, raw)
@@ -241,7 +260,7 @@ class AidreamsHttpTest(unittest.TestCase):
             ("/v1/completions", {"prompt": "hi", "temperature": -1}, 400, None),
             ("/v1/completions", {"prompt": "hi", "top_p": "x"}, 400, "top_p"),
             ("/v1/completions", {"prompt": ["a", [1, 99999]]}, 400, "prompt[1]"),
-            ("/v1/completions", {"prompt": "hi", "echo": True}, 400, "echo"),
+            ("/v1/completions", {"prompt": "hi", "echo": True, "logprobs": 1}, 400, "echo"),
             ("/v1/completions", {"prompt": "hi", "model": "gpt-4"}, 404, "model"),
             ("/v1/chat/completions", {"messages": []}, 400, "messages"),
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],

@@ -154,8 +154,11 @@ TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
        }) {
     EXPECT_NE(ParseError(kChat, body).find("not supported yet"), std::string::npos) << body;
   }
-  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "echo": true})"),
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "echo": true, "logprobs": 1})"),
+            "echo: with logprobs: not supported yet");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"),
             "echo: not supported yet");
+  EXPECT_TRUE(Parse(kCompletions, R"({"prompt": "a", "echo": true})").echo);
   EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "best_of": 3})"),
             "best_of: not supported yet");
 }
