@@ -65,22 +65,27 @@ bool IsProbe(const httplib::Request& req) {
   return req.method == "GET" && (req.path == "/health" || req.path == "/ready");
 }
 
-// A plaintext or TLS server; `raise_backlog` is set to its RaiseBacklog.
+// A Listener<Base>(args...); `raise_backlog` is set to its RaiseBacklog.
+template <class Base, class... Args>
+std::unique_ptr<Listener<Base>> MakeListener(std::function<void()>* raise_backlog, Args... args) {
+  auto server = std::make_unique<Listener<Base>>(args...);
+  *raise_backlog = [raw = server.get()] { raw->RaiseBacklog(); };
+  return server;
+}
+
+// A plaintext server, or a TLS one with the options' certificate and key.
 Result<std::unique_ptr<httplib::Server>> MakeServer(const HttpOptions& o,
                                                     std::function<void()>* raise_backlog) {
   if (o.tls_cert_file.empty()) {
-    auto server = std::make_unique<Listener<httplib::Server>>();
-    *raise_backlog = [raw = server.get()] { raw->RaiseBacklog(); };
-    return std::unique_ptr<httplib::Server>(std::move(server));
+    return std::unique_ptr<httplib::Server>(MakeListener<httplib::Server>(raise_backlog));
   }
-  auto server = std::make_unique<Listener<httplib::SSLServer>>(o.tls_cert_file.c_str(),
-                                                               o.tls_key_file.c_str());
+  auto server = MakeListener<httplib::SSLServer>(raise_backlog, o.tls_cert_file.c_str(),
+                                                 o.tls_key_file.c_str());
   if (!server->is_valid()) {
     return InvalidArgument("server.tls: cannot use cert_file '" + o.tls_cert_file +
                            "' with key_file '" + o.tls_key_file +
                            "' (unreadable, not PEM, or not a matching pair)");
   }
-  *raise_backlog = [raw = server.get()] { raw->RaiseBacklog(); };
   return std::unique_ptr<httplib::Server>(std::move(server));
 }
 

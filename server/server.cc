@@ -159,6 +159,15 @@ struct Serving {
 // Loads the model and builds the runtime; on failure `*error` says what failed.
 Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   *error = StartupError::kFailed;
+  // The token and what needs it first: a wrong setting fails before the model loads.
+  PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
+  PAGODA_RETURN_IF_ERROR(CheckExposure(cfg.server, s.ctx.bearer_token, error));
+  if (cfg.server.auth.protect_metrics && s.ctx.bearer_token.empty()) {
+    *error = StartupError::kBadConfig;
+    return InvalidArgument(
+        "server.auth.protect_metrics: needs a token (server.auth.bearer_token, "
+        "bearer_token_file or the PAGODA_API_KEY environment variable)");
+  }
   std::string path;
   PAGODA_RETURN_IF_ERROR(EnsureModel(cfg, &path));
   PAGODA_ASSIGN_OR_RETURN(
@@ -176,14 +185,6 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   s.ctx.num_blocks = caps.num_blocks;
   s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
   ResolveChatTemplate(cfg.model.chat_template, &s.ctx);
-  PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
-  PAGODA_RETURN_IF_ERROR(CheckExposure(cfg.server, s.ctx.bearer_token, error));
-  if (cfg.server.auth.protect_metrics && s.ctx.bearer_token.empty()) {
-    *error = StartupError::kBadConfig;
-    return InvalidArgument(
-        "server.auth.protect_metrics: needs a token (server.auth.bearer_token, "
-        "bearer_token_file or the PAGODA_API_KEY environment variable)");
-  }
   return Status::Ok();
 }
 
