@@ -21,7 +21,9 @@ test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # Serves the default config: the demo model (written by `pagoda make-model` on first run) on
-# 127.0.0.1:50051, metrics on 127.0.0.1:9090. Try: build/bin/pagoda generate --server 127.0.0.1:50051 --prompt hi
+# 127.0.0.1:50051 (gRPC), the OpenAI-compatible HTTP API on 127.0.0.1:8000 and metrics on
+# 127.0.0.1:9090 (also on :8000/metrics; README.md says why both). Try:
+# build/bin/pagoda generate --server 127.0.0.1:50051 --prompt hi
 run: build
 	@$(PAGODA) serve --config configs/default.yaml
 

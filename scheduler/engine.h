@@ -91,6 +91,9 @@ class Engine {
   void Stop();  // aborts nothing; returns after the loop exits
 
   EngineStats stats() const;
+  // The longest sequence (prompt + generated tokens): engine.max_model_len resolved against the
+  // backend's limit.
+  int32_t max_model_len() const { return max_model_len_; }
 
   // Called on the engine thread with the last message of every request (whoever reads the
   // stream), e.g. to record metrics. Set before Start().

@@ -1,11 +1,24 @@
 #include "server/bounded_task_queue.h"
 
+#include <algorithm>
+
 namespace pagoda {
 
-BoundedTaskQueue::BoundedTaskQueue(int workers) : workers_(static_cast<size_t>(workers)) {
+BoundedTaskQueue::BoundedTaskQueue(int workers, int overflow_workers)
+    : workers_(static_cast<size_t>(workers)) {
+  // The threads read overflow_ids_ only after taking mu_ for a job: held here, it orders them
+  // after these writes.
+  std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < workers_; ++i) threads_.emplace_back([this] { Work(&jobs_); });
-  threads_.emplace_back([this] { Work(&overflow_); });
-  overflow_id_ = threads_.back().get_id();
+  for (int i = 0; i < overflow_workers; ++i) {
+    threads_.emplace_back([this] { Work(&overflow_); });
+    overflow_ids_.push_back(threads_.back().get_id());
+  }
+}
+
+bool BoundedTaskQueue::IsOverflowThread() const {
+  const std::thread::id self = std::this_thread::get_id();
+  return std::find(overflow_ids_.begin(), overflow_ids_.end(), self) != overflow_ids_.end();
 }
 
 BoundedTaskQueue::~BoundedTaskQueue() { shutdown(); }

@@ -143,10 +143,12 @@ const std::vector<Field>& Fields() {
       Int("server.max_tokens_limit", kMaxTokensLimitRange, PAGODA_CFG(server.max_tokens_limit)),
       Int("server.shutdown_grace_seconds", kShutdownGraceSecondsRange,
           PAGODA_CFG(server.shutdown_grace_seconds)),
+      Bool("server.allow_unauthenticated", PAGODA_CFG(server.allow_unauthenticated)),
       Str("server.tls.cert_file", PAGODA_CFG(server.tls.cert_file)),
       Str("server.tls.key_file", PAGODA_CFG(server.tls.key_file)),
       Str("server.auth.bearer_token", PAGODA_CFG(server.auth.bearer_token)),
       Str("server.auth.bearer_token_file", PAGODA_CFG(server.auth.bearer_token_file)),
+      Bool("server.auth.protect_metrics", PAGODA_CFG(server.auth.protect_metrics)),
       Str("model.path", PAGODA_CFG(model.path)),
       Str("model.name", PAGODA_CFG(model.name)),
       Str("model.chat_template", PAGODA_CFG(model.chat_template)),
@@ -672,6 +674,11 @@ std::string DumpConfig(const PagodaConfig& config) {
   for (; !open.empty(); open.pop_back()) out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+PagodaConfig RedactSecrets(PagodaConfig config) {
+  if (!config.server.auth.bearer_token.empty()) config.server.auth.bearer_token = kRedacted;
+  return config;
 }
 
 std::string DefaultDemoModelPath() {

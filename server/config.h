@@ -37,6 +37,7 @@ struct TlsConfig {
 struct AuthConfig {
   std::string bearer_token;       // literal token; at most one of the two is set
   std::string bearer_token_file;  // file holding the token (trailing whitespace trimmed)
+  bool protect_metrics = false;   // /metrics (both listeners) needs the token too
   bool operator==(const AuthConfig&) const = default;
 };
 
@@ -48,10 +49,13 @@ struct ServerConfig {
   std::string http_address = "127.0.0.1:8000";
   int32_t http_max_connections = 64;     // connections served at once; more get 503
   int32_t http_timeout_seconds = 60;     // read / write timeout of one HTTP connection
-  std::string metrics_names = "pagoda";  // metric name prefix: pagoda (pagoda:...) | vllm
+  std::string metrics_names = "pagoda";  // metric names: pagoda (pagoda:...) | vllm | both
   int32_t max_message_bytes = 16 * 1024 * 1024;
   int32_t max_tokens_limit = 0;  // largest max_tokens a request may ask; 0 = context length
   int32_t shutdown_grace_seconds = 30;
+  // Serve an API (gRPC or HTTP) on a non-loopback address without a token; else start-up
+  // refuses to.
+  bool allow_unauthenticated = false;
   TlsConfig tls;
   AuthConfig auth;
   bool operator==(const ServerConfig&) const = default;
@@ -61,7 +65,7 @@ inline constexpr IntRange kMaxTokensLimitRange{0, kInt32Max};
 inline constexpr IntRange kShutdownGraceSecondsRange{0, 3600};
 inline constexpr IntRange kHttpMaxConnectionsRange{1, 4096};
 inline constexpr IntRange kHttpTimeoutSecondsRange{1, 3600};
-inline constexpr std::string_view kMetricsNamesChoices[] = {"pagoda", "vllm"};
+inline constexpr std::string_view kMetricsNamesChoices[] = {"pagoda", "vllm", "both"};
 
 struct ModelConfigSection {
   std::string path;  // GGUF file or HF directory; "" = the demo model (DefaultDemoModelPath())
@@ -116,6 +120,11 @@ Status ValidateConfig(const PagodaConfig& config);
 
 // The config as YAML: every key, in the order of configs/default.yaml.
 std::string DumpConfig(const PagodaConfig& config);
+
+// A copy for display (`--print-config`): a literal server.auth.bearer_token becomes
+// kRedacted (the token file's path is kept: it is no secret).
+inline constexpr std::string_view kRedacted = "<redacted>";
+PagodaConfig RedactSecrets(PagodaConfig config);
 
 // Where the demo model lives when model.path is empty:
 // ${XDG_CACHE_HOME:-$HOME/.cache}/pagoda/demo-tiny.gguf (/tmp/pagoda/... without either).

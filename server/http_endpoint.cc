@@ -8,6 +8,8 @@
 #include <chrono>
 
 #include "server/bounded_task_queue.h"
+#include "server/openai_protocol.h"
+#include "server/serving_context.h"
 
 namespace pagoda {
 
@@ -30,6 +32,14 @@ Status SplitHostPort(const std::string& address, const std::string& field, std::
   return Status::Ok();
 }
 
+bool IsLoopbackAddress(const std::string& address) {
+  if (address.starts_with("unix:")) return true;
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(address, "", &host, &port).ok()) return false;
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
 HttpEndpoint::HttpEndpoint(TextFn metrics, ReadyFn ready, ReadyFn healthy)
     : metrics_(std::move(metrics)), ready_(std::move(ready)), healthy_(std::move(healthy)) {}
 
@@ -37,13 +47,47 @@ HttpEndpoint::~HttpEndpoint() { Stop(); }
 
 namespace {
 
-// httplib::Server with access to its listening socket: the library listens with a backlog of 5
-// connections, too few for a burst of clients (connections beyond it wait for TCP's 1 s SYN
-// retransmission, or fail); Start() raises it to SOMAXCONN.
-class Server final : public httplib::Server {
+// Overflow threads: connections beyond max_connections read (and answered 503, or served when
+// a probe) at once.
+constexpr int kOverflowWorkers = 8;
+
+// httplib::Server or SSLServer with access to its listening socket: the library listens with a
+// backlog of 5 connections, too few for a burst of clients (connections beyond it wait for TCP's
+// 1 s SYN retransmission, or fail); Start() raises it to SOMAXCONN.
+template <class Base>
+class Listener final : public Base {
  public:
-  void RaiseBacklog() { ::listen(svr_sock_, SOMAXCONN); }
+  using Base::Base;
+  void RaiseBacklog() { ::listen(this->svr_sock_, SOMAXCONN); }
 };
+
+bool IsProbe(const httplib::Request& req) {
+  return req.method == "GET" && (req.path == "/health" || req.path == "/ready");
+}
+
+// A Listener<Base>(args...); `raise_backlog` is set to its RaiseBacklog.
+template <class Base, class... Args>
+std::unique_ptr<Listener<Base>> MakeListener(std::function<void()>* raise_backlog, Args... args) {
+  auto server = std::make_unique<Listener<Base>>(args...);
+  *raise_backlog = [raw = server.get()] { raw->RaiseBacklog(); };
+  return server;
+}
+
+// A plaintext server, or a TLS one with the options' certificate and key.
+Result<std::unique_ptr<httplib::Server>> MakeServer(const HttpOptions& o,
+                                                    std::function<void()>* raise_backlog) {
+  if (o.tls_cert_file.empty()) {
+    return std::unique_ptr<httplib::Server>(MakeListener<httplib::Server>(raise_backlog));
+  }
+  auto server = MakeListener<httplib::SSLServer>(raise_backlog, o.tls_cert_file.c_str(),
+                                                 o.tls_key_file.c_str());
+  if (!server->is_valid()) {
+    return InvalidArgument("server.tls: cannot use cert_file '" + o.tls_cert_file +
+                           "' with key_file '" + o.tls_key_file +
+                           "' (unreadable, not PEM, or not a matching pair)");
+  }
+  return std::unique_ptr<httplib::Server>(std::move(server));
+}
 
 // Limits, the bounded task queue and the 503 answer of an overflow connection.
 void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
@@ -62,15 +106,17 @@ void ApplyBounds(const HttpOptions& o, httplib::Server& server) {
   auto queue = std::make_shared<std::atomic<BoundedTaskQueue*>>(nullptr);
   const int workers = o.max_connections;
   server.new_task_queue = [queue, workers] {
-    auto* q = new BoundedTaskQueue(workers);  // owned and deleted by httplib::Server
+    // Owned and deleted by httplib::Server.
+    auto* q = new BoundedTaskQueue(workers, kOverflowWorkers);
     queue->store(q);
     return q;
   };
-  server.set_pre_routing_handler([queue](const httplib::Request&, httplib::Response& res) {
+  server.set_pre_routing_handler([queue](const httplib::Request& req, httplib::Response& res) {
     const BoundedTaskQueue* q = queue->load();
     if (q == nullptr || !q->IsOverflowThread()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");  // the connection's next request must not stay here
+    if (IsProbe(req)) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 503;
-    res.set_header("Connection", "close");
     res.set_content(R"({"error":{"message":"too many connections","type":"server_error",)"
                     R"("param":null,"code":503}})",
                     "application/json");
@@ -84,11 +130,21 @@ Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   std::string host;
   int port = 0;
   PAGODA_RETURN_IF_ERROR(SplitHostPort(options.address, options.key, &host, &port));
-  auto server = std::make_unique<Server>();
-  Server* raw = server.get();
-  server_ = std::move(server);
+  std::function<void()> raise_backlog;
+  PAGODA_ASSIGN_OR_RETURN(server_, MakeServer(options, &raise_backlog));
+  tls_ = !options.tls_cert_file.empty();
   ApplyBounds(options, *server_);
-  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  server_->Get("/metrics", [this, token = options.metrics_token](const httplib::Request& req,
+                                                                 httplib::Response& res) {
+    const std::string auth = req.get_header_value("Authorization");
+    const Status st = CheckBearer(
+        req.has_header("Authorization") ? std::optional<std::string_view>(auth) : std::nullopt,
+        token);
+    if (!st.ok()) {
+      res.status = HttpStatusOf(st);
+      res.set_content(OpenAiErrorBody(st), "application/json");
+      return;
+    }
     res.set_content(metrics_(), "text/plain; version=0.0.4; charset=utf-8");
   });
   server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -107,7 +163,7 @@ Status HttpEndpoint::Start(const HttpOptions& options, const RoutesFn& routes) {
   if (port_ <= 0) {
     return Status(StatusCode::kUnavailable, options.key + ": cannot bind " + options.address);
   }
-  raw->RaiseBacklog();
+  raise_backlog();
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   // cpp-httplib's stop() does nothing before the listen loop runs, which would then never end:
   // return only once it runs, so that a Stop() right after Start() (a later start-up failure)

@@ -49,19 +49,23 @@ void Histogram::Observe(double v) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, std::string& out) const {
+void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
+  const std::string bucket = name + "_bucket{" + labels + (labels.empty() ? "" : ",") + "le=\"";
+  const std::string set = labels.empty() ? "" : "{" + labels + "}";
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + Num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+    out += bucket + Num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
   }
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n";
-  out += name + "_sum " + Num(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
+  out += bucket + "+Inf\"} " + std::to_string(count_) + "\n";
+  out += name + "_sum" + set + " " + Num(sum_) + "\n";
+  out += name + "_count" + set + " " + std::to_string(count_) + "\n";
 }
 
-Metrics::Metrics(std::string model_name, std::string names)
+Metrics::Metrics(std::string model_name, std::string_view names)
     : model_name_(EscapeLabelValue(model_name)),
-      prefix_(std::move(names) + ":"),
+      prefixes_(names == "both" ? std::vector<std::string>{"pagoda:", "vllm:"}
+                                : std::vector<std::string>{std::string(names) + ":"}),
       ttft_(kLatencyBounds),
       itl_(kLatencyBounds),
       e2e_(kLatencyBounds),
@@ -80,44 +84,58 @@ void Metrics::OnRequestFinished(const RequestTimes& t, FinishReason reason, cons
 }
 
 std::string Metrics::Render(const EngineStats& s) const {
-  const std::string label = "{model_name=\"" + model_name_ + "\"}";
   std::string out;
-  auto gauge = [&](const char* name, double v, const char* help) {
-    Header(out, prefix_ + name, "gauge", help);
-    out += prefix_ + name + label + " " + Num(v) + "\n";
+  for (const std::string& prefix : prefixes_) RenderSet(prefix, s, out);
+  return out;
+}
+
+// One set of metrics, every name under `prefix`.
+void Metrics::RenderSet(const std::string& prefix, const EngineStats& s, std::string& out) const {
+  const std::string model_label = "model_name=\"" + model_name_ + "\"";
+  auto sample = [&](const char* name, const char* type, double v, const char* help) {
+    Header(out, prefix + name, type, help);
+    out += prefix + name + "{" + model_label + "} " + Num(v) + "\n";
   };
-  auto counter = [&](const char* name, double v, const char* help) {
-    Header(out, prefix_ + name, "counter", help);
-    out += prefix_ + name + label + " " + Num(v) + "\n";
-  };
-  gauge("num_requests_running", s.num_running, "Sequences in the running batch.");
-  gauge("num_requests_waiting", s.num_waiting, "Sequences waiting to be scheduled.");
-  gauge("kv_cache_usage_perc", s.kv_cache_usage, "Fraction of KV cache blocks in use (0..1).");
-  if (prefix_ == "vllm:") {
-    gauge("gpu_cache_usage_perc", s.kv_cache_usage, "Fraction of KV cache blocks in use (0..1).");
+  sample("num_requests_running", "gauge", s.num_running, "Sequences in the running batch.");
+  sample("num_requests_waiting", "gauge", s.num_waiting, "Sequences waiting to be scheduled.");
+  sample("kv_cache_usage_perc", "gauge", s.kv_cache_usage,
+         "Fraction of KV cache blocks in use (0..1).");
+  if (prefix == "vllm:") {
+    sample("gpu_cache_usage_perc", "gauge", s.kv_cache_usage,
+           "Fraction of KV cache blocks in use (0..1); vLLM's older name of kv_cache_usage_perc.");
   }
-  counter("prefix_cache_queries_total", s.prefix_cache_queries, "Prompt tokens looked up.");
-  counter("prefix_cache_hits_total", s.prefix_cache_hits, "Prompt tokens found in the cache.");
-  counter("num_preemptions_total", s.num_preemptions, "Sequences preempted.");
-  counter("prompt_tokens_total", s.prompt_tokens, "Prompt tokens computed.");
-  counter("generation_tokens_total", s.generation_tokens, "Tokens generated.");
+  sample("prefix_cache_queries_total", "counter", s.prefix_cache_queries,
+         "Prompt tokens looked up.");
+  sample("prefix_cache_hits_total", "counter", s.prefix_cache_hits,
+         "Prompt tokens found in the cache.");
+  sample("num_preemptions_total", "counter", s.num_preemptions, "Sequences preempted.");
+  sample("prompt_tokens_total", "counter", s.prompt_tokens, "Prompt tokens computed.");
+  sample("generation_tokens_total", "counter", s.generation_tokens, "Tokens generated.");
   std::lock_guard<std::mutex> lock(mu_);
-  Header(out, prefix_ + "request_success_total", "counter", "Finished requests by reason.");
+  Header(out, prefix + "request_success_total", "counter", "Finished requests by reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     const auto it = success_by_reason_.find(reason);
-    out += prefix_ + "request_success_total{model_name=\"" + model_name_ + "\",finished_reason=\"" +
-           reason + "\"} " + std::to_string(it == success_by_reason_.end() ? 0 : it->second) + "\n";
+    out += prefix + "request_success_total{" + model_label + ",finished_reason=\"" + reason +
+           "\"} " + std::to_string(it == success_by_reason_.end() ? 0 : it->second) + "\n";
   }
-  const std::pair<const char*, const Histogram*> hists[] = {
-      {"time_to_first_token_seconds", &ttft_},
-      {"inter_token_latency_seconds", &itl_},
-      {"e2e_request_latency_seconds", &e2e_},
-      {"request_queue_time_seconds", &queue_}};
-  for (const auto& [name, h] : hists) {
-    Header(out, prefix_ + name, "histogram", "Request latency in seconds.");
-    h->Render(prefix_ + name, out);
+  const struct {
+    const char* name;
+    const Histogram* histogram;
+    const char* help;
+  } hists[] = {
+      {"time_to_first_token_seconds", &ttft_,
+       "Seconds from a request's arrival to its first generated token."},
+      {"inter_token_latency_seconds", &itl_,
+       "Seconds between two consecutive generated tokens of a sequence."},
+      {"e2e_request_latency_seconds", &e2e_,
+       "Seconds from a request's arrival to its last output."},
+      {"request_queue_time_seconds", &queue_,
+       "Seconds a request waited before its first scheduling."},
+  };
+  for (const auto& h : hists) {
+    Header(out, prefix + h.name, "histogram", h.help);
+    h.histogram->Render(prefix + h.name, model_label, out);
   }
-  return out;
 }
 
 }  // namespace pagoda

@@ -1,9 +1,10 @@
 // Metrics: Prometheus text exposition of the engine's state and per-request latencies, with
-// vLLM's metric names under the `pagoda:` prefix, or under vLLM's own `vllm:` prefix
-// (server.metrics_names: vllm), which then also carries vLLM's older name of the KV cache
-// usage, vllm:gpu_cache_usage_perc, for tools that read it (the Gateway API inference
-// extension's endpoint picker). Thread-safe: the engine thread records finished requests, the
-// HTTP threads render.
+// vLLM's metric names under the `pagoda:` prefix, under vLLM's own `vllm:` prefix
+// (server.metrics_names: vllm), or under both (both: every metric twice). The `vllm:` set also
+// carries vLLM's older name of the KV cache usage, vllm:gpu_cache_usage_perc, for tools that
+// read it (the Gateway API inference extension's endpoint picker). Every sample, histogram
+// buckets included, is labelled model_name="<served name>"; every metric has its own HELP.
+// Thread-safe: the engine thread records finished requests, the HTTP threads render.
 #pragma once
 
 #include <array>
@@ -29,8 +30,9 @@ class Histogram {
   explicit Histogram(std::vector<double> bounds)
       : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
   void Observe(double v);
-  // Appends the _bucket/_sum/_count lines of metric `name` to `out`.
-  void Render(const std::string& name, std::string& out) const;
+  // Appends the _bucket/_sum/_count lines of metric `name` to `out`; `labels` (e.g.
+  // `model_name="x"`, may be empty) goes into every sample's label set.
+  void Render(const std::string& name, const std::string& labels, std::string& out) const;
 
  private:
   std::vector<double> bounds_;
@@ -41,16 +43,19 @@ class Histogram {
 
 class Metrics {
  public:
-  // `names`: "pagoda" or "vllm", the prefix of every metric name.
-  explicit Metrics(std::string model_name, std::string names = "pagoda");
+  // `names`: "pagoda", "vllm" (the prefix of every metric name) or "both" (each metric under
+  // both prefixes).
+  explicit Metrics(std::string model_name, std::string_view names = "pagoda");
   // Records one finished request (all samples done).
   void OnRequestFinished(const RequestTimes& times, FinishReason reason, const Usage& usage);
   // The whole exposition text, with gauges/counters read from `stats`.
   std::string Render(const EngineStats& stats) const;
 
  private:
+  void RenderSet(const std::string& prefix, const EngineStats& stats, std::string& out) const;
+
   std::string model_name_;  // escaped (EscapeLabelValue)
-  std::string prefix_;      // "pagoda:" or "vllm:"
+  std::vector<std::string> prefixes_;  // "pagoda:" and/or "vllm:"
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> success_by_reason_;
   Histogram ttft_, itl_, e2e_, queue_;

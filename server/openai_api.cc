@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
@@ -15,8 +17,12 @@ namespace {
 
 using nlohmann::json;
 
+// How long a client told 429 (the waiting queue is full) should wait before it retries.
+constexpr const char* kRetryAfterSeconds = "1";
+
 void SendError(httplib::Response& res, const Status& st) {
   res.status = HttpStatusOf(st);
+  if (res.status == 429) res.set_header("Retry-After", kRetryAfterSeconds);
   res.set_content(OpenAiErrorBody(st), "application/json");
 }
 
@@ -49,17 +55,17 @@ json ModelCard(const ServingContext& ctx) {
           {"object", "model"},
           {"created", UnixNow()},
           {"owned_by", "pagoda"},
-          {"max_model_len", ctx.model->config.context_length}};
+          {"max_model_len", ctx.engine->max_model_len()}};
 }
 
 // One generation: what the handler set up and the content provider streams.
 struct Generation {
-  Generation(ServingContext& c, OpenAiRequest r, std::string engine_id, std::string path)
+  Generation(ServingContext& c, OpenAiRequest r, std::vector<std::string> ids, std::string path)
       : ctx(c),
         request(std::move(r)),
         id((request.endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") +
-           engine_id),
-        engine_id(std::move(engine_id)),
+           ids.front()),
+        engine_ids(std::move(ids)),
         method("POST " + std::move(path)),
         answer(request, id, ctx.model_name, UnixNow(), *ctx.model->tokenizer) {}
 
@@ -70,7 +76,7 @@ struct Generation {
   // Aborts the request of a client that is gone and logs it with status 499 (nginx's "client
   // closed request") once the engine has finished it (within a step).
   void AbortAndLog() {
-    ctx.engine->Abort(engine_id);
+    for (const std::string& engine_id : engine_ids) ctx.engine->Abort(engine_id);
     const auto deadline = EngineClock::now() + std::chrono::seconds(5);
     RequestOutput o;
     while (stream->Pop(&o, deadline)) {
@@ -81,13 +87,76 @@ struct Generation {
   ServingContext& ctx;
   OpenAiRequest request;
   std::string id;
-  std::string engine_id;
+  std::vector<std::string> engine_ids;  // one per prompt
   std::string method;
   OpenAiAnswer answer;
-  std::shared_ptr<RequestStream> stream;
+  std::vector<std::shared_ptr<RequestStream>> prompt_streams;  // one per prompt
+  std::shared_ptr<RequestStream> stream;  // the one prompt's, or MergeStreams of them
   bool done = false;
   std::string error;  // a backend failure (kError), not streaming
 };
+
+void AddUsage(const Usage& from, Usage* to) {
+  to->prompt_tokens += from.prompt_tokens;
+  to->completion_tokens += from.completion_tokens;
+  to->cached_prompt_tokens += from.cached_prompt_tokens;
+}
+
+// Several prompts' streams as one: choice indexes offset by prompt (prompt i's sample j is
+// choice i * n + j), and one last output (request_finished, with the summed usage) once every
+// prompt has finished. Fed by the streams' listeners, on the engine thread.
+std::shared_ptr<RequestStream> MergeStreams(
+    const std::vector<std::shared_ptr<RequestStream>>& streams, int32_t n) {
+  struct State {
+    std::mutex mu;
+    std::shared_ptr<RequestStream> merged = std::make_shared<RequestStream>();
+    size_t unfinished = 0;
+    Usage usage;
+  };
+  auto state = std::make_shared<State>();
+  state->unfinished = streams.size();
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const int32_t offset = static_cast<int32_t>(i) * n;
+    streams[i]->SetListener([state, from = streams[i].get(), offset] {
+      std::lock_guard<std::mutex> lock(state->mu);
+      RequestOutput o;
+      while (from->Pop(&o, EngineClock::now())) {  // what is queued, without waiting
+        o.index += offset;
+        if (o.request_finished) {
+          AddUsage(o.usage, &state->usage);
+          o.request_finished = --state->unfinished == 0;
+          o.usage = state->usage;
+        }
+        state->merged->Push(std::move(o));
+      }
+    });
+  }
+  return state->merged;
+}
+
+// With several prompts, an INVALID_ARGUMENT about prompt `i` names it: "prompt[i]: ...".
+Status NamePrompt(const OpenAiRequest& parsed, size_t i, const Status& st) {
+  if (parsed.more_prompts.empty() || st.code() != StatusCode::kInvalidArgument) return st;
+  return InvalidArgument("prompt[" + std::to_string(i) + "]: " + st.message());
+}
+
+// Builds (every prompt's request first, so that a bad one submits none) and submits; a submit
+// that fails aborts the ones before it.
+Status SubmitPrompts(ServingContext& ctx, const OpenAiRequest& parsed, Generation* g,
+                     std::vector<Request> built) {
+  for (Request& r : built) {
+    Result<std::shared_ptr<RequestStream>> stream = ctx.engine->Submit(std::move(r));
+    if (!stream.ok()) {
+      for (size_t i = 0; i < g->prompt_streams.size(); ++i) ctx.engine->Abort(g->engine_ids[i]);
+      return NamePrompt(parsed, g->prompt_streams.size(), stream.status());
+    }
+    g->prompt_streams.push_back(*std::move(stream));
+  }
+  g->stream = g->prompt_streams.size() == 1
+                  ? g->prompt_streams.front()
+                  : MergeStreams(g->prompt_streams, parsed.api.sampling.n);
+  return Status::Ok();
+}
 
 // Admits, parses, builds and submits.
 Result<std::shared_ptr<Generation>> Submit(ServingContext& ctx, OpenAiEndpoint endpoint,
@@ -95,9 +164,16 @@ Result<std::shared_ptr<Generation>> Submit(ServingContext& ctx, OpenAiEndpoint e
   PAGODA_RETURN_IF_ERROR(AdmitHttp(ctx, req));
   PAGODA_ASSIGN_OR_RETURN(OpenAiRequest parsed, ParseOpenAiRequest(endpoint, req.body));
   PAGODA_RETURN_IF_ERROR(CheckModel(ctx, parsed.model));
-  PAGODA_ASSIGN_OR_RETURN(Request built, BuildRequest(ctx, parsed.api));
-  auto g = std::make_shared<Generation>(ctx, std::move(parsed), built.request_id, req.path);
-  PAGODA_ASSIGN_OR_RETURN(g->stream, ctx.engine->Submit(std::move(built)));
+  std::vector<Request> built;
+  std::vector<std::string> ids;
+  for (const ApiRequest& api : PromptRequests(parsed)) {
+    Result<Request> r = BuildRequest(ctx, api);
+    if (!r.ok()) return NamePrompt(parsed, built.size(), r.status());
+    ids.push_back(r->request_id);
+    built.push_back(*std::move(r));
+  }
+  auto g = std::make_shared<Generation>(ctx, parsed, std::move(ids), req.path);
+  PAGODA_RETURN_IF_ERROR(SubmitPrompts(ctx, parsed, g.get(), std::move(built)));
   return g;
 }
 
@@ -175,6 +251,9 @@ Result<std::vector<int32_t>> PromptTokens(ServingContext& ctx, const httplib::Re
       OpenAiRequest parsed,
       ParseOpenAiRequest(chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
                          req.body));
+  if (!parsed.more_prompts.empty()) {
+    return InvalidArgument("prompt: expected one prompt (a string or token ids)");
+  }
   parsed.api.max_tokens = 1;  // only the prompt is wanted
   PAGODA_ASSIGN_OR_RETURN(Request built, BuildRequest(ctx, parsed.api));
   return std::move(built.prompt_token_ids);
@@ -183,9 +262,9 @@ Result<std::vector<int32_t>> PromptTokens(ServingContext& ctx, const httplib::Re
 void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   Result<std::vector<int32_t>> ids = PromptTokens(ctx, req);
   if (!ids.ok()) return SendError(res, ids.status());
-  SendJson(res, {{"tokens", *ids},
-                 {"count", ids->size()},
-                 {"max_model_len", ctx.model->config.context_length}});
+  SendJson(
+      res,
+      {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", ctx.engine->max_model_len()}});
 }
 
 void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {

@@ -55,23 +55,40 @@ Result<std::vector<int32_t>> TokenIds(const json& j, const std::string& field) {
   return ids;
 }
 
-// prompt: "text", ["text"], [ids...] or [[ids...]].
-Status ParsePrompt(const json& j, ApiRequest* api) {
-  const auto it = j.find("prompt");
-  if (it == j.end() || it->is_null()) return InvalidArgument("prompt: required");
-  const json* p = &*it;
-  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
-    if (p->size() > 1) return NotSupported("prompt: several prompts in one request");
-    p = &p->front();
-  }
-  if (p->is_string()) {
-    api->input = ApiInput::kPrompt;
-    api->prompt = p->get<std::string>();
+// One prompt: "text" or [ids...].
+Status ParseOnePrompt(const json& p, const std::string& field, OpenAiPrompt* out) {
+  if (p.is_string()) {
+    out->input = ApiInput::kPrompt;
+    out->prompt = p.get<std::string>();
     return Status::Ok();
   }
-  if (!p->is_array()) return InvalidArgument("prompt: expected a string or token ids");
-  api->input = ApiInput::kPromptTokenIds;
-  PAGODA_ASSIGN_OR_RETURN(api->prompt_token_ids, TokenIds(*p, "prompt"));
+  if (!p.is_array()) return InvalidArgument(field + ": expected a string or token ids");
+  out->input = ApiInput::kPromptTokenIds;
+  PAGODA_ASSIGN_OR_RETURN(out->prompt_token_ids, TokenIds(p, field));
+  return Status::Ok();
+}
+
+// prompt: "text", [ids...], or an array of those: ["text", ...], [[ids...], ...].
+Status ParsePrompt(const json& j, OpenAiRequest* r) {
+  const auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return InvalidArgument("prompt: required");
+  std::vector<const json*> prompts = {&*it};
+  if (it->is_array() && !it->empty() && (it->front().is_string() || it->front().is_array())) {
+    prompts.clear();
+    for (const json& p : *it) prompts.push_back(&p);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string field = prompts.size() == 1 ? "prompt" : "prompt[" + std::to_string(i) + "]";
+    OpenAiPrompt p;
+    PAGODA_RETURN_IF_ERROR(ParseOnePrompt(*prompts[i], field, &p));
+    if (i > 0) {
+      r->more_prompts.push_back(std::move(p));
+      continue;
+    }
+    r->api.input = p.input;
+    r->api.prompt = std::move(p.prompt);
+    r->api.prompt_token_ids = std::move(p.prompt_token_ids);
+  }
   return Status::Ok();
 }
 
@@ -130,9 +147,6 @@ Status RejectUnsupported(const json& j) {
       rf != j.end() && !rf->is_null() && (!rf->is_object() || (*rf)["type"] != "text")) {
     return NotSupported("response_format");
   }
-  std::optional<bool> echo;
-  PAGODA_RETURN_IF_ERROR(Get(j, "echo", &echo));
-  if (echo.value_or(false)) return NotSupported("echo");
   return Status::Ok();
 }
 
@@ -226,7 +240,7 @@ Result<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view body) {
   PAGODA_RETURN_IF_ERROR(Get(j, "model", &model));
   r.model = model.value_or("");
   ApiRequest& api = r.api;
-  PAGODA_RETURN_IF_ERROR(endpoint == OpenAiEndpoint::kCompletions ? ParsePrompt(j, &api)
+  PAGODA_RETURN_IF_ERROR(endpoint == OpenAiEndpoint::kCompletions ? ParsePrompt(j, &r)
                                                                   : ParseMessages(j, &api));
   PAGODA_RETURN_IF_ERROR(ParseSampling(j, endpoint, &api.sampling, &api.sampling_given));
   PAGODA_RETURN_IF_ERROR(ParseStopping(j, endpoint, &api));
@@ -236,10 +250,26 @@ Result<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view body) {
   PAGODA_RETURN_IF_ERROR(GetInto(j, "priority", &api.priority));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "request_id", &api.request_id));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "return_tokens_as_token_ids", &r.tokens_as_ids));
+  PAGODA_RETURN_IF_ERROR(GetInto(j, "echo", &r.echo));
+  if (r.echo && endpoint == OpenAiEndpoint::kChatCompletions) return NotSupported("echo");
+  if (r.echo && api.sampling.logprobs) return NotSupported("echo: with logprobs");
   return r;
 }
 
 }  // namespace
+
+std::vector<ApiRequest> PromptRequests(const OpenAiRequest& request) {
+  std::vector<ApiRequest> out = {request.api};
+  for (size_t i = 0; i < request.more_prompts.size(); ++i) {
+    const OpenAiPrompt& p = request.more_prompts[i];
+    ApiRequest& a = out.emplace_back(request.api);
+    a.input = p.input;
+    a.prompt = p.prompt;
+    a.prompt_token_ids = p.prompt_token_ids;
+    if (!a.request_id.empty()) a.request_id += "-" + std::to_string(i + 1);
+  }
+  return out;
+}
 
 Result<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
   try {  // the parser checks types before reading; a JSON exception here is a missed check

@@ -2,10 +2,11 @@
 // /v1/chat/completions parsed into an ApiRequest (server/api_request.h) plus the options that
 // shape the answer (stream, stream_options.include_usage, logprobs), and the OpenAI error body.
 //
-// Accepted, as OpenAI and vLLM define them: model, prompt (a string, one-string array, token
-// ids or one token-id array), messages (content as a string or text parts), max_tokens /
-// max_completion_tokens, temperature, top_p, n, stop (string or array), seed,
-// presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
+// Accepted, as OpenAI and vLLM define them: model, prompt (a string, token ids, or an array of
+// either: several prompts, choice i * n + j being sample j of prompt i), echo (completions,
+// without logprobs: each choice's text starts with its prompt's), messages (content as a
+// string or text parts), max_tokens / max_completion_tokens, temperature, top_p, n, stop (string or
+// array), seed, presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
 // stream_options, user; vLLM's extras top_k, min_p, repetition_penalty, stop_token_ids,
 // ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id,
 // return_tokens_as_token_ids, and for chat add_generation_prompt and chat_template_kwargs;
@@ -13,9 +14,10 @@
 // control token). Messages may have the roles system, user, assistant and tool; text parts of
 // a content list are joined with "\n" (as vLLM does).
 // Answered 400 "...: not supported yet": tools / tool_choice / functions / tool_calls,
-// response_format other than text, guided decoding, logit_bias, echo, suffix, best_of > n, several
-// prompts, non-text message parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones).
-// Errors are INVALID_ARGUMENT whose message starts with the offending field.
+// response_format other than text, guided decoding, logit_bias, echo with logprobs (prompt
+// logprobs) or on chat, suffix, best_of > n, non-text message parts.
+// Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are INVALID_ARGUMENT
+// whose message starts with the offending field.
 #pragma once
 
 #include <cstdint>
@@ -29,14 +31,29 @@ namespace pagoda {
 
 enum class OpenAiEndpoint { kCompletions, kChatCompletions };
 
+// One prompt of a completions request.
+struct OpenAiPrompt {
+  ApiInput input = ApiInput::kPrompt;     // kPrompt or kPromptTokenIds
+  std::string prompt;                     // kPrompt
+  std::vector<int32_t> prompt_token_ids;  // kPromptTokenIds
+};
+
 struct OpenAiRequest {
   OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
-  ApiRequest api;
+  ApiRequest api;  // every field, with the (first) prompt
+  // Completions with an array of prompts: the ones after the first, each to be generated with
+  // `api`'s parameters (see PromptRequests).
   std::string model;  // as sent; "" when absent
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs tokens as "token_id:N"
+  bool echo = false;           // completions: the prompt's text before each choice's text
+  std::vector<OpenAiPrompt> more_prompts;
 };
+
+// One ApiRequest per prompt: `api`, then a copy of it per more_prompts entry; their request ids
+// are api.request_id + "-<i>" when one was given (else each gets the server's next id).
+std::vector<ApiRequest> PromptRequests(const OpenAiRequest& request);
 
 // Parses a request body. Without max_tokens, completions and chat completions alike generate
 // up to the rest of the context (capped by server.max_tokens_limit), as vLLM's chat API does.

@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace pagoda {
@@ -84,7 +85,20 @@ OpenAiAnswer::OpenAiAnswer(const OpenAiRequest& request, std::string id, std::st
       id_(std::move(id)),
       model_(std::move(model)),
       created_(created),
-      tokenizer_(tokenizer) {}
+      tokenizer_(tokenizer),
+      n_(std::max(request.api.sampling.n, 1)) {
+  if (!request.echo) return;
+  for (const ApiRequest& p : PromptRequests(request)) {
+    echo_.push_back(p.input == ApiInput::kPrompt ? p.prompt : tokenizer.Decode(p.prompt_token_ids));
+  }
+}
+
+std::string OpenAiAnswer::EchoOnce(int32_t index, Choice& c) {
+  if (echo_.empty() || c.started) return "";
+  c.started = true;
+  const size_t prompt = static_cast<size_t>(index / n_);
+  return prompt < echo_.size() ? echo_[prompt] : "";
+}
 
 OpenAiAnswer::Choice& OpenAiAnswer::ChoiceAt(int32_t index) {
   if (choices_.size() <= static_cast<size_t>(index)) choices_.resize(index + 1);
@@ -118,8 +132,10 @@ std::string OpenAiAnswer::StreamEvents(const RequestOutput& o) {
                      : CompletionLogprobs(o.logprobs, token_text, &c.text_offset);
   }
   if (!chat_) {
-    choice_event(
-        {{"index", o.index}, {"text", o.text}, {"logprobs", logprobs}, {"finish_reason", reason}});
+    choice_event({{"index", o.index},
+                  {"text", EchoOnce(o.index, c) + o.text},
+                  {"logprobs", logprobs},
+                  {"finish_reason", reason}});
     return events;
   }
   if (!c.started) {
@@ -153,7 +169,7 @@ std::string OpenAiAnswer::StreamEnd(const Usage& usage) const {
 
 void OpenAiAnswer::Add(const RequestOutput& o) {
   Choice& c = ChoiceAt(o.index);
-  c.text += o.text;
+  c.text += EchoOnce(o.index, c) + o.text;
   if (o.finish_reason != FinishReason::kNone) c.finish_reason = FinishReasonName(o.finish_reason);
   if (logprobs_) c.logprobs.insert(c.logprobs.end(), o.logprobs.begin(), o.logprobs.end());
 }

@@ -41,9 +41,11 @@ class OpenAiAnswer {
     std::string finish_reason;
     std::vector<TokenLogprob> logprobs;
     size_t text_offset = 0;  // completions logprobs: where the next token's text starts
-    bool started = false;    // chat streaming: the role chunk was sent
+    bool started = false;    // chat streaming: the role chunk was sent; echo: the prompt was
   };
   Choice& ChoiceAt(int32_t index);
+  // With echo, the prompt text of choice `index` the first time (then ""); else "".
+  std::string EchoOnce(int32_t index, Choice& choice);
 
   bool chat_;
   bool logprobs_;
@@ -54,6 +56,8 @@ class OpenAiAnswer {
   int64_t created_;
   const Tokenizer& tokenizer_;
   std::vector<Choice> choices_;
+  int32_t n_;                      // samples per prompt
+  std::vector<std::string> echo_;  // echo: each prompt's text; else empty
 };
 
 }  // namespace pagoda

@@ -21,20 +21,11 @@
 #include "server/api_request.h"
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
+#include "server/log_setup.h"
 #include "server/openai_api.h"
 
 namespace pagoda {
 namespace {
-
-void SetupLogging(const LoggingSection& l) {
-  spdlog::set_level(
-      spdlog::level::from_str(std::string(EnumName<LogLevel>(kLogLevelNames, l.level))));
-  if (l.format == LogFormat::kJson) {
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","msg":"%v"})");
-  } else {
-    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
-  }
-}
 
 // Writes the demo model on first run when the configured path is the default one.
 Status EnsureModel(const PagodaConfig& cfg, std::string* path) {
@@ -146,15 +137,36 @@ void Drain(ServingContext& ctx, Engine& engine, grpc::Server& server, int grace_
   server.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
-HttpOptions HttpOptionsFor(const ServerConfig& cfg, const std::string& address,
-                           const std::string& key) {
+// The options of one HTTP listener: TLS from server.tls, /metrics behind `token` when
+// server.auth.protect_metrics.
+HttpOptions HttpOptionsFor(const ServerConfig& cfg, const std::string& token,
+                           const std::string& address, const std::string& key) {
   HttpOptions o;
   o.address = address;
   o.key = key;
   o.max_connections = cfg.http_max_connections;
   o.timeout_seconds = cfg.http_timeout_seconds;
   o.max_body_bytes = static_cast<size_t>(cfg.max_message_bytes);
+  o.tls_cert_file = cfg.tls.cert_file;
+  o.tls_key_file = cfg.tls.key_file;
+  if (cfg.auth.protect_metrics) o.metrics_token = token;
   return o;
+}
+
+// An API (gRPC or HTTP) beyond loopback needs a token, or server.allow_unauthenticated.
+Status CheckExposure(const ServerConfig& cfg, const std::string& token, StartupError* error) {
+  if (!token.empty() || cfg.allow_unauthenticated) return Status::Ok();
+  const std::pair<const char*, const std::string*> apis[] = {
+      {"server.listen_address", &cfg.listen_address}, {"server.http_address", &cfg.http_address}};
+  for (const auto& [key, address] : apis) {
+    if (address->empty() || IsLoopbackAddress(*address)) continue;
+    *error = StartupError::kBadConfig;
+    return InvalidArgument(std::string(key) + ": '" + *address +
+                           "' is reachable beyond this host but no token is set (set "
+                           "server.auth.bearer_token, bearer_token_file or PAGODA_API_KEY; or "
+                           "server.allow_unauthenticated: true to serve it without one)");
+  }
+  return Status::Ok();
 }
 
 struct Serving {
@@ -167,6 +179,15 @@ struct Serving {
 // Loads the model and builds the runtime; on failure `*error` says what failed.
 Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   *error = StartupError::kFailed;
+  // The token and what needs it first: a wrong setting fails before the model loads.
+  PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
+  PAGODA_RETURN_IF_ERROR(CheckExposure(cfg.server, s.ctx.bearer_token, error));
+  if (cfg.server.auth.protect_metrics && s.ctx.bearer_token.empty()) {
+    *error = StartupError::kBadConfig;
+    return InvalidArgument(
+        "server.auth.protect_metrics: needs a token (server.auth.bearer_token, "
+        "bearer_token_file or the PAGODA_API_KEY environment variable)");
+  }
   std::string path;
   PAGODA_RETURN_IF_ERROR(EnsureModel(cfg, &path));
   PAGODA_ASSIGN_OR_RETURN(
@@ -190,7 +211,6 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   PAGODA_RETURN_IF_ERROR(LoadChatTemplate(cfg.model.chat_template, &s.ctx));
   if (!s.ctx.chat_template.ok()) spdlog::warn("{}", s.ctx.chat_template.status().message());
   *error = StartupError::kFailed;
-  PAGODA_ASSIGN_OR_RETURN(s.ctx.bearer_token, ReadToken(cfg.server.auth));
   return Status::Ok();
 }
 
@@ -261,23 +281,24 @@ int RunServer(const PagodaConfig& cfg) {
   const auto healthy = [&] { return backend.healthy(); };
   HttpEndpoint metrics_http(metrics_text, ready, healthy), api_http(metrics_text, ready, healthy);
   if (!cfg.server.metrics_address.empty()) {
-    if (Status st = metrics_http.Start(
-            HttpOptionsFor(cfg.server, cfg.server.metrics_address, "server.metrics_address"));
+    if (Status st = metrics_http.Start(HttpOptionsFor(
+            cfg.server, s.ctx.bearer_token, cfg.server.metrics_address, "server.metrics_address"));
         !st.ok()) {
       return StartupFailed(st, kExitStartupFailed);
     }
-    spdlog::info("metrics on http://{}/metrics (port {})", cfg.server.metrics_address,
-                 metrics_http.port());
+    spdlog::info("metrics on {}://{}/metrics (port {})", metrics_http.tls() ? "https" : "http",
+                 cfg.server.metrics_address, metrics_http.port());
   }
   OpenAiApi openai(s.ctx);
   if (!cfg.server.http_address.empty()) {
-    if (Status st = api_http.Start(
-            HttpOptionsFor(cfg.server, cfg.server.http_address, "server.http_address"),
-            [&openai](httplib::Server& server) { openai.Register(server); });
+    if (Status st = api_http.Start(HttpOptionsFor(cfg.server, s.ctx.bearer_token,
+                                                  cfg.server.http_address, "server.http_address"),
+                                   [&openai](httplib::Server& server) { openai.Register(server); });
         !st.ok()) {
       return StartupFailed(st, kExitStartupFailed);
     }
-    spdlog::info("HTTP API on http://{}/v1 (port {})", cfg.server.http_address, api_http.port());
+    spdlog::info("HTTP API on {}://{}/v1 (port {})", api_http.tls() ? "https" : "http",
+                 cfg.server.http_address, api_http.port());
   }
   GenerationService service(s.ctx);
   int port = 0;

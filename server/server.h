@@ -1,8 +1,8 @@
 // RunServer: `pagoda serve` -- load the model, build backend + engine, serve the gRPC API
 // (pagoda.v1.Generation, grpc.health.v1.Health, reflection) on server.listen_address, the HTTP
 // API (OpenAI-compatible, server/openai_api.h) on server.http_address and the metrics / health
-// HTTP endpoint on server.metrics_address, and
-// shut down gracefully on SIGTERM/SIGINT:
+// HTTP endpoint on server.metrics_address (both https with server.tls, like gRPC), and shut
+// down gracefully on SIGTERM/SIGINT:
 //   health -> NOT_SERVING, new requests -> UNAVAILABLE, in-flight requests get
 //   server.shutdown_grace_seconds to finish, the rest are aborted, exit code 0.
 // When the backend turns unhealthy (a fatal runtime error), the gRPC health service reports

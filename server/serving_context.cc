@@ -56,13 +56,17 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+Status CheckBearer(std::optional<std::string_view> authorization, std::string_view token) {
+  if (token.empty()) return Status::Ok();
+  constexpr std::string_view kScheme = "Bearer ";
+  const bool ok = authorization && authorization->starts_with(kScheme) &&
+                  ConstantTimeEquals(authorization->substr(kScheme.size()), token);
+  if (!ok) return Unauthenticated("missing or wrong 'authorization: Bearer <token>'");
+  return Status::Ok();
+}
+
 Status Admit(const ServingContext& ctx, std::optional<std::string_view> authorization) {
-  if (!ctx.bearer_token.empty()) {
-    constexpr std::string_view kScheme = "Bearer ";
-    const bool ok = authorization && authorization->starts_with(kScheme) &&
-                    ConstantTimeEquals(authorization->substr(kScheme.size()), ctx.bearer_token);
-    if (!ok) return Unauthenticated("missing or wrong 'authorization: Bearer <token>'");
-  }
+  PAGODA_RETURN_IF_ERROR(CheckBearer(authorization, ctx.bearer_token));
   if (ctx.draining.load()) {
     return Status(StatusCode::kUnavailable, "the server is shutting down");
   }

@@ -49,6 +49,10 @@ Status LoadChatTemplate(std::string_view setting, ServingContext* ctx);
 // passes when no token is configured), then UNAVAILABLE while draining.
 Status Admit(const ServingContext& ctx, std::optional<std::string_view> authorization);
 
+// UNAUTHENTICATED unless `authorization` is "Bearer <token>" (compared in constant time); OK
+// when `token` is empty (no auth configured).
+Status CheckBearer(std::optional<std::string_view> authorization, std::string_view token);
+
 // Compares two strings in time that depends on their lengths only, not on their contents.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 

@@ -39,7 +39,7 @@ int RunServe(const ServeArgs& args) {
     return kExitBadConfig;
   }
   if (args.print_config) {
-    std::cout << DumpConfig(*config);
+    std::cout << DumpConfig(RedactSecrets(*config));
     return kExitOk;
   }
   // The kernel caps are command-line / environment choices, not YAML keys.

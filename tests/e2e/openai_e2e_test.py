@@ -20,85 +20,18 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pagoda_server import PagodaServer  # noqa: E402
+
 ARGS = None
 
 
-class Server:
-    """A `pagoda serve` process whose HTTP API and metrics listen on free loopback ports."""
+class Server(PagodaServer):
+    """A `pagoda serve` process (tests/e2e/pagoda_server.py); `port` is its HTTP API's."""
 
-    def __init__(self, *sets, model=None, env=None):
-        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-        cmd = [ARGS.pagoda, "serve", "--set", "server.listen_address=127.0.0.1:0",
-               "--set", "server.metrics_address=127.0.0.1:0",
-               "--set", "server.http_address=127.0.0.1:0"]
-        if model:
-            cmd += ["--model", model]
-        for s in sets:
-            cmd += ["--set", s]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.port = None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited: " + self.output())
-            text = self.output()
-            m = re.search(r"HTTP API on .* \(port (\d+)\)", text)
-            if m and re.search(r"serving .* \(port (\d+)\)", text):
-                self.port = int(m.group(1))
-                break
-            time.sleep(0.05)
-        if self.port is None:
-            raise RuntimeError("server did not start: " + self.output())
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def output(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        os.unlink(self.log.name)
-
-    def curl(self, path, body=None, headers=(), raw=None):
-        """(status, body bytes) of one request by curl; `body` is sent as JSON."""
-        cmd = ["curl", "-sN", "-m", "60", "-o", "-", "-w", "\n%{http_code}", self.url + path]
-        for h in headers:
-            cmd += ["-H", h]
-        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        if data is not None:
-            cmd += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
-        out = subprocess.run(cmd, input=data.encode() if isinstance(data, str) else data,
-                             capture_output=True, check=True).stdout
-        text, _, status = out.rpartition(b"\n")
-        return int(status), text
-
-    def json(self, path, body=None, headers=()):
-        status, text = self.curl(path, body, headers)
-        return status, json.loads(text)
-
-    def metric(self, name, labels=None):
-        _, text = self.curl("/metrics")
-        for line in text.decode().splitlines():
-            if line.startswith("#"):
-                continue
-            key, value = line.rsplit(" ", 1)
-            if key.split("{")[0] == name and (labels is None or labels in key):
-                return float(value)
-        raise KeyError(name)
-
-    def wait_idle(self, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.metric("pagoda:num_requests_running") == 0 and \
-                    self.metric("pagoda:num_requests_waiting") == 0:
-                return True
-            time.sleep(0.02)
-        return False
+    def __init__(self, *sets, model=None, env=None, cacert=None):
+        super().__init__(ARGS.pagoda, *sets, model=model, env=env, cacert=cacert)
+        self.port = self.http_port
 
 
 def sse_events(body):
@@ -187,6 +120,68 @@ class AidreamsHttpTest(unittest.TestCase):
             for case, fut in zip(cases, futures):
                 self.assertEqual(fut.result()[0], self.expected(case))
 
+    def test_several_prompts(self):
+        """An array of prompts: choice i * n + j is sample j of prompt i, whole or streamed, with
+        the usage summed; greedy ones equal each prompt's reference tokens."""
+        cases = self.ref["cases"][:3]
+        body = {"model": "aidreams", "prompt": [c["prompt_tokens"] for c in cases],
+                "max_tokens": 8, "temperature": 0, "n": 2, "logprobs": 0,
+                "return_tokens_as_token_ids": True}
+        status, resp = self.server.json("/v1/completions", body)
+        self.assertEqual(status, 200, resp)
+        self.assertEqual([c["index"] for c in resp["choices"]], list(range(6)))
+        for i, case in enumerate(cases):
+            for j in range(2):
+                choice = resp["choices"][i * 2 + j]
+                self.assertEqual(self.ids(choice["logprobs"]["tokens"]),
+                                 self.expected(case)[:8], (i, j))
+        self.assertEqual(resp["usage"]["completion_tokens"], 6 * 8)
+        self.assertEqual(resp["usage"]["prompt_tokens"],
+                         sum(len(c["prompt_tokens"]) for c in cases))
+        status, raw = self.server.curl("/v1/completions", dict(
+            body, stream=True, stream_options={"include_usage": True}))
+        self.assertEqual(status, 200, raw)
+        events = sse_events(raw)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(e) for e in events[:-1]]
+        texts, finishes = [""] * 6, [None] * 6
+        for chunk in chunks[:-1]:
+            for c in chunk["choices"]:
+                texts[c["index"]] += c["text"]
+                finishes[c["index"]] = c["finish_reason"] or finishes[c["index"]]
+        self.assertEqual(texts, [c["text"] for c in resp["choices"]])
+        self.assertEqual(finishes, ["length"] * 6)
+        self.assertEqual(chunks[-1]["choices"], [])
+        self.assertEqual(chunks[-1]["usage"]["completion_tokens"], 6 * 8)
+        # Strings too; one log line for the request, with the summed usage.
+        status, resp = self.server.json("/v1/completions", {
+            "prompt": ["Echoes", "Whispers of"], "max_tokens": 3, "request_id": "multi-1"})
+        self.assertEqual((status, len(resp["choices"])), (200, 2))
+        self.assertTrue(self.server.wait_idle())
+        line = [ln for ln in self.server.output().splitlines() if "id=cmpl-multi-1 " in ln]
+        self.assertEqual(len(line), 1, line)
+        self.assertIn("completion_tokens=6", line[0])
+        self.assertEqual(self.server.json("/tokenize", {"prompt": ["a", "b"]})[0], 400)
+
+    def test_echo(self):
+        """echo: each choice's text starts with its prompt's text (token-id prompts detokenized),
+        whole or streamed."""
+        body = {"prompt": ["Echoes", self.ref["cases"][2]["prompt_tokens"]], "max_tokens": 4,
+                "temperature": 0, "n": 2}
+        _, plain = self.server.json("/v1/completions", body)
+        status, echoed = self.server.json("/v1/completions", dict(body, echo=True))
+        self.assertEqual(status, 200, echoed)
+        prompts = ["Echoes", self.ref["cases"][2]["prompt"]]
+        for i, choice in enumerate(echoed["choices"]):
+            self.assertEqual(choice["text"], prompts[i // 2] + plain["choices"][i]["text"], i)
+        self.assertEqual(echoed["usage"], plain["usage"])
+        _, raw = self.server.curl("/v1/completions", dict(body, echo=True, stream=True))
+        texts = [""] * 4
+        for e in sse_events(raw)[:-1]:
+            for c in json.loads(e)["choices"]:
+                texts[c["index"]] += c["text"]
+        self.assertEqual(texts, [c["text"] for c in echoed["choices"]])
+
     def check_golden(self, name, path, body):
         status, raw = self.server.curl(path, body)
         self.assertEqual(status, 200, raw)
@@ -265,8 +260,8 @@ class AidreamsHttpTest(unittest.TestCase):
             ("/v1/completions", {"prompt": [1, 99999]}, 400, "prompt_token_ids"),
             ("/v1/completions", {"prompt": "hi", "temperature": -1}, 400, None),
             ("/v1/completions", {"prompt": "hi", "top_p": "x"}, 400, "top_p"),
-            ("/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
-            ("/v1/completions", {"prompt": "hi", "echo": True}, 400, "echo"),
+            ("/v1/completions", {"prompt": ["a", [1, 99999]]}, 400, "prompt[1]"),
+            ("/v1/completions", {"prompt": "hi", "echo": True, "logprobs": 1}, 400, "echo"),
             ("/v1/completions", {"prompt": "hi", "model": "gpt-4"}, 404, "model"),
             ("/v1/chat/completions", {"messages": []}, 400, "messages"),
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
@@ -478,20 +473,163 @@ class TinyHttpTest(unittest.TestCase):
         finally:
             server.stop()
 
-    def test_vllm_metric_names(self):
-        server = Server("server.metrics_names=vllm", model=self.model)
+    def test_metric_names_vllm_and_both(self):
+        for names in ("vllm", "both"):
+            server = Server(f"server.metrics_names={names}", model=self.model)
+            try:
+                server.json("/v1/completions", {"prompt": "Once", "max_tokens": 2})
+                text = server.metrics()
+            finally:
+                server.stop()
+            samples = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+            sample_names = {ln.split("{")[0] for ln in samples}
+            for name in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
+                         "request_success_total", "time_to_first_token_seconds_bucket",
+                         "e2e_request_latency_seconds_count"):
+                self.assertIn("vllm:" + name, sample_names)
+                self.assertEqual("pagoda:" + name in sample_names, names == "both", name)
+            self.assertIn("vllm:gpu_cache_usage_perc", sample_names)
+            for ln in samples:  # every sample, histogram buckets included
+                self.assertIn('model_name="pagoda-synthetic-tiny"', ln)
+            helps = [ln.split(" ", 3)[3] for ln in text.splitlines()
+                     if ln.startswith("# HELP vllm:")]
+            self.assertEqual(len(set(helps)), len(helps), helps)  # each metric its own text
+
+    def test_metrics_behind_the_token(self):
+        server = Server("server.auth.bearer_token=m3trics", "server.auth.protect_metrics=true",
+                        model=self.model)
         try:
-            _, text = server.curl("/metrics")
-            names = {ln.split("{")[0].split(" ")[0] for ln in text.decode().splitlines()
-                     if ln and not ln.startswith("#")}
-            for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
-                         "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-                         "vllm:request_success_total", "vllm:time_to_first_token_seconds_bucket",
-                         "vllm:e2e_request_latency_seconds_count"):
-                self.assertIn(name, names)
-            self.assertFalse([n for n in names if n.startswith("pagoda:")])
+            for port in (server.http_port, server.metrics_port):
+                status, body = server.curl("/metrics", port=port)
+                self.assertEqual(status, 401, body)
+                self.assertEqual(json.loads(body)["error"]["type"], "authentication_error")
+                self.assertEqual(server.curl("/metrics", port=port,
+                                             headers=["Authorization: Bearer wrong"])[0], 401)
+                status, body = server.curl("/metrics", port=port,
+                                           headers=["Authorization: Bearer m3trics"])
+                self.assertEqual(status, 200)
+                self.assertIn(b"pagoda:num_requests_running", body)
+                self.assertEqual(server.curl("/health", port=port), (200, b"ok\n"))
+                self.assertEqual(server.curl("/ready", port=port), (200, b"ready\n"))
         finally:
             server.stop()
+        # Without a token to protect them with, protect_metrics refuses to start.
+        proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
+                               "--set", "server.auth.protect_metrics=true"],
+                              capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if k != "PAGODA_API_KEY"})
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("error: server.auth.protect_metrics: needs a token", proc.stderr)
+
+    def test_full_queue_answers_429_with_retry_after(self):
+        # One running and one waiting at most: of six long requests sent at once, some are
+        # refused.
+        server = Server("engine.max_num_seqs=1", "server.max_waiting_requests=1",
+                        model=self.model)
+        body = {"prompt": "Once upon a time", "max_tokens": 1000, "ignore_eos": True}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                answers = list(pool.map(
+                    lambda _: server.curl("/v1/completions", body, with_headers=True), range(6)))
+            refused = [a for a in answers if a[0] == 429]
+            self.assertTrue(refused, [a[0] for a in answers])
+            self.assertTrue(any(a[0] == 200 for a in answers))
+            for _, head, text in refused:
+                self.assertIn("retry-after: 1", head.lower())
+                err = json.loads(text)["error"]
+                self.assertEqual((err["type"], err["code"]), ("rate_limit_error", 429))
+                self.assertIn("waiting queue is full", err["message"])
+            self.assertTrue(server.wait_idle())
+            self.assertEqual(server.json("/v1/completions", {"prompt": "x", "max_tokens": 2})[0],
+                             200)
+        finally:
+            server.stop()
+
+    def test_half_open_connections_do_not_stall_health(self):
+        server = Server(model=self.model)  # the default 64 connections
+        socks = []
+        try:
+            for _ in range(64):  # connected, request partly sent, never finished
+                sock = socket.create_connection(("127.0.0.1", server.port))
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                             b"Content-Length: 100\r\n\r\n{\"prom")
+                socks.append(sock)
+            time.sleep(0.3)
+            for path, expected in (("/health", b"ok\n"), ("/ready", b"ready\n")):
+                start = time.time()
+                self.assertEqual(server.curl(path), (200, expected))
+                self.assertLess(time.time() - start, 1.0, path)
+            status, resp = server.json("/v1/models")  # past the bound: refused at once
+            self.assertEqual((status, resp["error"]["message"]), (503, "too many connections"))
+            for sock in socks:
+                sock.close()
+            socks = []
+            deadline = time.time() + 10
+            while server.curl("/v1/models")[0] != 200 and time.time() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(server.json("/v1/models")[0], 200)
+        finally:
+            for sock in socks:
+                sock.close()
+            server.stop()
+
+    def test_json_log_lines_parse(self):
+        server = Server("logging.format=json", model=self.model)
+        try:
+            server.json("/v1/completions", {"prompt": "Once", "max_tokens": 2,
+                                            "request_id": 'a "quoted" \\ id'})
+            self.assertTrue(server.wait_idle())
+            server.json("/v1/completions", {"prompt": "x", "top_p": "bad"})
+            server.proc.send_signal(signal.SIGTERM)
+            self.assertEqual(server.proc.wait(timeout=30), 0)
+            text = server.output()
+        finally:
+            server.stop()
+        lines = [json.loads(ln) for ln in text.splitlines()]  # every line is one JSON object
+        msgs = [ln["msg"] for ln in lines]
+        self.assertTrue(all(sorted(ln) == ["level", "msg", "time"] for ln in lines), lines)
+        request = [m for m in msgs if m.startswith("request api=http")]
+        self.assertEqual(len(request), 1, msgs)
+        self.assertIn('id=cmpl-a "quoted" \\ id status=200', request[0])
+        self.assertIn("shut down cleanly", msgs)
+
+    def test_models_report_the_effective_max_model_len(self):
+        server = Server("engine.max_model_len=300", model=self.model)
+        try:
+            _, models = server.json("/v1/models")
+            self.assertEqual(models["data"][0]["max_model_len"], 300)
+            self.assertEqual(server.json("/tokenize", {"prompt": "x"})[1]["max_model_len"], 300)
+        finally:
+            server.stop()
+
+    def test_api_beyond_loopback_needs_a_token(self):
+        env = {k: v for k, v in os.environ.items() if k != "PAGODA_API_KEY"}
+        for key in ("server.http_address", "server.listen_address"):
+            proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
+                                   "--set", "server.metrics_address=127.0.0.1:0",
+                                   "--set", "server.listen_address=127.0.0.1:0",
+                                   "--set", "server.http_address=127.0.0.1:0",
+                                   "--set", f"{key}=0.0.0.0:0"],
+                                  capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(proc.returncode, 2, proc.stderr)
+            self.assertIn(f"error: {key}: '0.0.0.0:0' is reachable beyond this host but no "
+                          "token is set", proc.stderr)
+        # allowed explicitly, or with a token (here from the environment)
+        for sets, environ in ((["server.allow_unauthenticated=true"], env),
+                              ([], dict(env, PAGODA_API_KEY="k"))):
+            server = Server("server.http_address=0.0.0.0:0", *sets, model=self.model,
+                            env=environ)
+            try:
+                self.assertEqual(server.curl("/health"), (200, b"ok\n"))
+            finally:
+                server.stop()
+
+    def test_print_config_redacts_the_token(self):
+        out = subprocess.run([ARGS.pagoda, "serve", "--set", "server.auth.bearer_token=t0psecret",
+                              "--print-config"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn("t0psecret", out.stdout)
+        self.assertIn('bearer_token: "<redacted>"', out.stdout)
 
 
 def main():

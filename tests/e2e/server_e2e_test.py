@@ -19,7 +19,9 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pagoda_server import PagodaServer  # noqa: E402
 
 ARGS = None
 pb = pb_grpc = health_pb = health_grpc = refl_pb = refl_grpc = None
@@ -56,72 +58,27 @@ def compile_protos(out_dir):
     refl_pb, refl_grpc = reflection_pb2, reflection_pb2_grpc
 
 
-class Server:
-    """A `pagoda serve` process on free loopback ports (`env`: its environment, default ours)."""
+class Server(PagodaServer):
+    """A `pagoda serve` process (tests/e2e/pagoda_server.py) with a gRPC channel and stub on its
+    gRPC port, `port`. `cacert`: the PEM file that signed its TLS certificate (server.tls),
+    for a TLS channel and https requests."""
 
-    def __init__(self, *sets, model=None, config=None, tiny=False, env=None):
-        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-        cmd = [ARGS.pagoda, "serve", "--set", "server.listen_address=127.0.0.1:0",
-               "--set", "server.metrics_address=127.0.0.1:0",
-               "--set", "server.http_address=127.0.0.1:0"]
-        if config:
-            cmd += ["--config", config]
-        if model:
-            cmd += ["--model", model]
-        for s in sets:
-            cmd += ["--set", s]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.port = self.metrics_port = None
-        deadline = time.time() + 60
-        while time.time() < deadline and self.port is None:
-            if self.proc.poll() is not None:
-                raise RuntimeError("server exited: " + self.output())
-            text = self.output()
-            m = re.search(r"serving .* \(port (\d+)\)", text)
-            mm = re.search(r"metrics on .* \(port (\d+)\)", text)
-            if m and mm:
-                self.port, self.metrics_port = int(m.group(1)), int(mm.group(1))
-            time.sleep(0.05)
-        if self.port is None:
-            raise RuntimeError("server did not start: " + self.output())
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+    def __init__(self, *sets, model=None, config=None, env=None, cacert=None):
+        super().__init__(ARGS.pagoda, *sets, model=model, config=config, env=env, cacert=cacert)
+        self.port = self.grpc_port
+        if cacert:
+            with open(cacert, "rb") as f:
+                creds = grpc.ssl_channel_credentials(f.read())
+            self.channel = grpc.secure_channel(
+                f"127.0.0.1:{self.port}", creds,
+                options=[("grpc.ssl_target_name_override", "localhost")])
+        else:
+            self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.stub = pb_grpc.GenerationStub(self.channel)
-
-    def output(self):
-        with open(self.log.name) as f:
-            return f.read()
-
-    def metrics(self):
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        return urllib.request.urlopen(url, timeout=10).read().decode()
-
-    def metric(self, name, labels=None):
-        for line in self.metrics().splitlines():
-            if line.startswith("#"):
-                continue
-            key, value = line.rsplit(" ", 1)
-            if key.split("{")[0] == name and (labels is None or labels in key):
-                return float(value)
-        raise KeyError(name)
-
-    def wait_idle(self, timeout=10):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if (self.metric("pagoda:num_requests_running") == 0 and
-                    self.metric("pagoda:num_requests_waiting") == 0):
-                return True
-            time.sleep(0.05)
-        return False
 
     def stop(self):
         self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        os.unlink(self.log.name)
+        super().stop()
 
 
 def CHATML_TEMPLATE():
@@ -345,6 +302,56 @@ class LongGenerationTest(unittest.TestCase):
             self.assertGreater(len(resp.completions[0].token_ids), 0)
         finally:
             server.stop()
+
+    def test_tls_on_grpc_and_http(self):
+        """One self-signed certificate (server.tls) serves gRPC, the HTTP API and the metrics
+        listener; clients verify it, and plaintext clients are refused."""
+        tmp = tempfile.mkdtemp()
+        cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-keyout", key, "-out", cert, "-subj", "/CN=localhost",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        server = Server(f"server.tls.cert_file={cert}", f"server.tls.key_file={key}",
+                        model=self.model, cacert=cert)
+        try:
+            info = server.stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=10)
+            self.assertEqual(info.context_length, 1024)
+            resp = server.stub.Complete(greedy_request("Once", 3), timeout=30)
+            self.assertEqual(len(resp.completions[0].token_ids), 3)
+            self.assertTrue(server.url.startswith("https://"), server.url)
+            status, body = server.json("/v1/completions", {"prompt": "Once", "max_tokens": 3})
+            self.assertEqual(status, 200, body)
+            self.assertEqual(body["usage"]["completion_tokens"], 3)
+            self.assertEqual(server.curl("/health"), (200, b"ok\n"))
+            self.assertEqual(server.metric("pagoda:request_success_total",
+                                           'finished_reason="length"'), 2)  # https :metrics
+            for port in (server.http_port, server.metrics_port):  # plaintext is refused
+                plain = subprocess.run(["curl", "-s", "-m", "10", "-o", "/dev/null", "-w",
+                                        "%{http_code}", f"http://127.0.0.1:{port}/health"],
+                                       capture_output=True, text=True)
+                self.assertNotEqual(plain.stdout, "200")
+            with grpc.insecure_channel(f"127.0.0.1:{server.port}") as plain:
+                with self.assertRaises(grpc.RpcError) as cm:
+                    pb_grpc.GenerationStub(plain).GetModelInfo(pb.GetModelInfoRequest(),
+                                                               timeout=5)
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        finally:
+            server.stop()
+            shutil.rmtree(tmp)
+        # A certificate the HTTP listener cannot use fails start-up.
+        with open(os.path.join(tmp + "-bad.pem"), "w") as f:
+            f.write("not a certificate")
+        proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
+                               "--set", "server.listen_address=127.0.0.1:0",
+                               "--set", "server.metrics_address=",
+                               "--set", "server.http_address=127.0.0.1:0",
+                               "--set", f"server.tls.cert_file={tmp}-bad.pem",
+                               "--set", f"server.tls.key_file={tmp}-bad.pem"],
+                              capture_output=True, text=True, timeout=60)
+        os.unlink(tmp + "-bad.pem")
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("error: server.", proc.stderr)
 
     def test_bearer_token(self):
         server = Server("server.auth.bearer_token=s3cret", model=self.model)

@@ -99,7 +99,7 @@ TEST(ConfigFiles, DefaultYamlDocumentsEveryDumpedKey) {
   std::set<std::string> dumped, documented;
   CollectLeaves(YAML::Load(DumpConfig(PagodaConfig{})), "", dumped);
   CollectLeaves(YAML::LoadFile(kRoot + "/configs/default.yaml"), "", documented);
-  EXPECT_EQ(dumped.size(), 42u);  // 32 + the 10 neuron keys
+  EXPECT_EQ(dumped.size(), 44u);  // 34 + the 10 neuron keys
   EXPECT_EQ(dumped, documented);
 }
 
@@ -122,7 +122,7 @@ TEST(ConfigFiles, DefaultYamlCommentsEveryKey) {
       EXPECT_TRUE(commented) << "no comment above: " << line;
     }
   }
-  EXPECT_EQ(num_keys, 42);
+  EXPECT_EQ(num_keys, 44);
 }
 
 TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
@@ -132,6 +132,7 @@ TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
   expected.server.listen_address = "0.0.0.0:50051";
   expected.server.metrics_address = "0.0.0.0:9090";
   expected.server.http_address = "0.0.0.0:8000";
+  expected.server.allow_unauthenticated = true;  // 0.0.0.0 without a token
   expected.model.path = "/models/model.gguf";
   EXPECT_EQ(r.value(), expected);
 }
@@ -163,8 +164,11 @@ server:
   max_tokens_limit: 100
   shutdown_grace_seconds: 0
   tls: {cert_file: /c.pem, key_file: /k.pem}
+  allow_unauthenticated: true
+  metrics_names: both
   auth:
     bearer_token_file: /run/secrets/token
+    protect_metrics: true
 model:
   path: /models/m.gguf
   name: my-model
@@ -198,6 +202,9 @@ logging:
   EXPECT_EQ(c.server.tls.key_file, "/k.pem");
   EXPECT_EQ(c.server.auth.bearer_token, "");
   EXPECT_EQ(c.server.auth.bearer_token_file, "/run/secrets/token");
+  EXPECT_TRUE(c.server.auth.protect_metrics);
+  EXPECT_TRUE(c.server.allow_unauthenticated);
+  EXPECT_EQ(c.server.metrics_names, "both");
   EXPECT_EQ(c.model.path, "/models/m.gguf");
   EXPECT_EQ(c.model.name, "my-model");
   EXPECT_EQ(c.runtime.engine.scheduler.max_num_seqs, 8);
@@ -458,6 +465,18 @@ TEST(ConfigValidate, ChecksValuesBuiltInCode) {
   c.server.max_tokens_limit = 256;
   EXPECT_EQ(ValidateConfig(c).message(),
             "server.max_tokens_limit: must be <= engine.max_model_len (128)");
+}
+
+TEST(ConfigDump, RedactSecretsHidesTheLiteralTokenOnly) {
+  PagodaConfig c;
+  EXPECT_EQ(RedactSecrets(c), c);  // nothing to hide
+  c.server.auth.bearer_token = "s3cret-token";
+  const std::string dumped = DumpConfig(RedactSecrets(c));
+  EXPECT_EQ(dumped.find("s3cret"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find(kRedacted), std::string::npos) << dumped;
+  c.server.auth.bearer_token.clear();
+  c.server.auth.bearer_token_file = "/run/secrets/token";
+  EXPECT_EQ(RedactSecrets(c), c);
 }
 
 TEST(ConfigDump, RoundTripsTheDefault) {

@@ -241,6 +241,8 @@ TEST(Kubernetes, ConfigMapHoldsAValidConfigMatchingTheDeployment) {
   EXPECT_EQ(config->server.metrics_address, "0.0.0.0:9090");
   EXPECT_EQ(config->server.http_address, "0.0.0.0:8000");
   EXPECT_EQ(config->server.metrics_names, "vllm");  // what the InferencePool's picker reads
+  // 0.0.0.0 without a token starts only with allow_unauthenticated.
+  EXPECT_TRUE(config->server.allow_unauthenticated);
   EXPECT_EQ(config->model.path.rfind("/models/", 0), 0u);
   EXPECT_EQ(config->runtime.cpu.threads,
             std::stoi(Container(d)["resources"]["limits"]["cpu"].as<std::string>()));
@@ -284,6 +286,7 @@ TEST(DockerConfig, ImageConfigParses) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->server.listen_address, "0.0.0.0:50051");
   EXPECT_EQ(config->model.path, "/models/model.gguf");
+  EXPECT_TRUE(config->server.allow_unauthenticated);  // 0.0.0.0 without a token
 }
 
 }  // namespace

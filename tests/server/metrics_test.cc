@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "server/http_endpoint.h"
 
 namespace pagoda {
@@ -13,7 +16,7 @@ TEST(Histogram, BucketsAreCumulative) {
   h.Observe(0.5);
   h.Observe(5.0);
   std::string out;
-  h.Render("x", out);
+  h.Render("x", "", out);
   EXPECT_NE(out.find("x_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_bucket{le=\"1\"} 2\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << out;
@@ -43,8 +46,15 @@ TEST(Metrics, RendersEngineStatsAndFinishedRequests) {
   EXPECT_NE(text.find("finished_reason=\"length\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("finished_reason=\"abort\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("finished_reason=\"stop\"} 0\n"), std::string::npos);
-  EXPECT_NE(text.find("pagoda:time_to_first_token_seconds_count 2\n"), std::string::npos);
-  EXPECT_NE(text.find("pagoda:inter_token_latency_seconds_count 2\n"), std::string::npos);
+  EXPECT_NE(text.find("pagoda:time_to_first_token_seconds_count{model_name=\"demo\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pagoda:inter_token_latency_seconds_count{model_name=\"demo\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("pagoda:e2e_request_latency_seconds_bucket{model_name=\"demo\",le=\"+Inf\"} 2\n"),
+      std::string::npos);
+  EXPECT_EQ(text.find("vllm:"), std::string::npos);
   EXPECT_NE(text.find("# TYPE pagoda:e2e_request_latency_seconds histogram\n"), std::string::npos);
 }
 
@@ -62,6 +72,47 @@ TEST(Metrics, ModelNameIsEscapedInLabelValues) {
   EXPECT_NE(text.find("pagoda:request_success_total" + success + "finished_reason=\"stop\"} 1\n"),
             std::string::npos)
       << text;
+}
+
+// Every metric has one HELP and one TYPE line, its own help text, and every sample carries the
+// model_name label; "both" renders each metric under both prefixes.
+TEST(Metrics, BothNamesEveryMetricLabelledWithItsOwnHelp) {
+  Metrics m("demo", "both");
+  RequestTimes t;
+  t.arrival = EngineClock::now();
+  t.finished = t.arrival + std::chrono::milliseconds(5);
+  m.OnRequestFinished(t, FinishReason::kStop, Usage{});
+  const std::string text = m.Render(EngineStats{});
+  std::map<std::string, int> helps;
+  std::set<std::string> help_texts;
+  size_t samples = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t end = text.find('\n', pos);
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.starts_with("# HELP ")) {
+      const std::string rest = line.substr(7);
+      const std::string name = rest.substr(0, rest.find(' '));
+      ++helps[name];
+      if (name.starts_with("pagoda:")) help_texts.insert(rest.substr(rest.find(' ')));
+      continue;
+    }
+    if (line.starts_with("#")) continue;
+    ++samples;
+    EXPECT_NE(line.find("{model_name=\"demo\""), std::string::npos) << line;
+  }
+  EXPECT_GT(samples, 40u);
+  for (const std::string base : {"num_requests_running", "kv_cache_usage_perc",
+                                 "time_to_first_token_seconds", "e2e_request_latency_seconds",
+                                 "request_queue_time_seconds", "inter_token_latency_seconds"}) {
+    EXPECT_EQ(helps["pagoda:" + base], 1) << base;
+    EXPECT_EQ(helps["vllm:" + base], 1) << base;
+  }
+  EXPECT_EQ(helps["vllm:gpu_cache_usage_perc"], 1);
+  EXPECT_EQ(helps.count("pagoda:gpu_cache_usage_perc"), 0u);
+  // As many distinct help texts as metrics (gpu_cache_usage_perc is the vllm: set's extra).
+  EXPECT_EQ(help_texts.size(), helps.size() / 2);
 }
 
 TEST(HttpEndpoint, SplitHostPortNamesTheField) {

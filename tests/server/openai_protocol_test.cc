@@ -67,6 +67,32 @@ TEST(ParseOpenAiRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(full.api.request_id, "r1");
 }
 
+// An array of prompts (strings or token-id arrays, mixed): one ApiRequest per prompt, with the
+// same parameters; request ids get "-<i>" suffixes.
+TEST(OpenAiProtocol, SeveralPromptsBecomeOneApiRequestEach) {
+  const OpenAiRequest r = Parse(kCompletions, R"({"prompt": ["a", [7, 8], "c"], "n": 2,
+      "max_tokens": 3, "request_id": "x"})");
+  ASSERT_EQ(r.more_prompts.size(), 2u);
+  const std::vector<ApiRequest> all = PromptRequests(r);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].prompt, "a");
+  EXPECT_EQ(all[1].input, ApiInput::kPromptTokenIds);
+  EXPECT_EQ(all[1].prompt_token_ids, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(all[2].input, ApiInput::kPrompt);
+  EXPECT_EQ(all[2].prompt, "c");
+  for (const ApiRequest& a : all) {
+    EXPECT_EQ(a.sampling.n, 2);
+    EXPECT_EQ(a.max_tokens, 3);
+  }
+  EXPECT_EQ(all[0].request_id, "x");
+  EXPECT_EQ(all[1].request_id, "x-1");
+  EXPECT_EQ(all[2].request_id, "x-2");
+  const OpenAiRequest one = Parse(kCompletions, R"({"prompt": ["only"]})");
+  EXPECT_TRUE(one.more_prompts.empty());
+  EXPECT_EQ(one.api.prompt, "only");
+  EXPECT_EQ(PromptRequests(one).size(), 1u);
+}
+
 TEST(ParseOpenAiRequest, ChatMessagesAndMaxCompletionTokens) {
   const OpenAiRequest r = Parse(kChat, R"({"messages": [
       {"role": "system", "content": "be brief"},
@@ -115,6 +141,10 @@ TEST(ParseOpenAiRequest, ErrorsNameTheField) {
   EXPECT_EQ(ParseError(kCompletions, R"({"prompt": 5})"), "prompt: expected a string or token ids");
   EXPECT_EQ(ParseError(kCompletions, R"({"prompt": [1, -2]})"),
             "prompt: expected token ids (integers >= 0)");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": ["a", 5]})"),
+            "prompt[1]: expected a string or token ids");
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": [[1], [2, -1]]})"),
+            "prompt[1]: expected token ids (integers >= 0)");
   EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "max_tokens": "5"})"),
             "max_tokens: wrong type or out of range");
   EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "x", "n": 4294967296})"),
@@ -149,10 +179,11 @@ TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
        }) {
     EXPECT_NE(ParseError(kChat, body).find("not supported yet"), std::string::npos) << body;
   }
-  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": ["a", "b"]})"),
-            "prompt: several prompts in one request: not supported yet");
-  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "echo": true})"),
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "echo": true, "logprobs": 1})"),
+            "echo: with logprobs: not supported yet");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"),
             "echo: not supported yet");
+  EXPECT_TRUE(Parse(kCompletions, R"({"prompt": "a", "echo": true})").echo);
   EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "best_of": 3})"),
             "best_of: not supported yet");
 }
