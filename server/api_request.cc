@@ -161,6 +161,10 @@ Status BuildPrompt(const ServingContext& ctx, const ApiRequest& api, Request* r)
   return InvalidArgument("input: set prompt, prompt_token_ids or messages");
 }
 
+int32_t MaxModelLen(const ServingContext& ctx) {
+  return ctx.max_model_len > 0 ? ctx.max_model_len : ctx.model->config.context_length;
+}
+
 }  // namespace
 
 SamplingParams DefaultSampling(const GenerationDefaults& defaults) {
@@ -169,8 +173,9 @@ SamplingParams DefaultSampling(const GenerationDefaults& defaults) {
   return s;
 }
 
+
 int32_t MaxTokensLimit(const ServingContext& ctx) {
-  return ctx.max_tokens_limit > 0 ? ctx.max_tokens_limit : ctx.model->config.context_length;
+  return ctx.max_tokens_limit > 0 ? ctx.max_tokens_limit : MaxModelLen(ctx);
 }
 
 // Sound bound: every token of an encoding stands for at most L bytes of the normalized text,
@@ -200,9 +205,8 @@ Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api) {
   PAGODA_RETURN_IF_ERROR(BuildPrompt(ctx, api, &r));
   r.sampling = api.sampling;
   ApplyModelDefaults(ctx.model->generation, api.sampling_given, &r.sampling);
-  const int32_t context = ctx.model->config.context_length;
   const int32_t limit = MaxTokensLimit(ctx);
-  const int32_t room = context - static_cast<int32_t>(r.prompt_token_ids.size());
+  const int32_t room = MaxModelLen(ctx) - static_cast<int32_t>(r.prompt_token_ids.size());
   r.stopping.max_tokens = api.max_tokens.value_or(std::clamp(room, 1, limit));
   if (r.stopping.max_tokens < 1 || r.stopping.max_tokens > limit) {
     return InvalidArgument("max_tokens: " + std::to_string(r.stopping.max_tokens) +

@@ -204,9 +204,8 @@ Status Prepare(const PagodaConfig& cfg, Serving& s, StartupError* error) {
   s.ctx.block_size = caps.block_size;
   s.ctx.num_blocks = caps.num_blocks;
   s.ctx.max_tokens_limit = cfg.server.max_tokens_limit;
-  const int32_t context = s.model->config.context_length, mml = cfg.runtime.engine.max_model_len;
-  s.ctx.max_prompt_bytes =
-      MaxPromptBytes(*s.model->tokenizer, mml > 0 && mml < context ? mml : context);
+  s.ctx.max_model_len = s.runtime.engine->max_model_len();
+  s.ctx.max_prompt_bytes = MaxPromptBytes(*s.model->tokenizer, s.ctx.max_model_len);
   *error = StartupError::kBadConfig;  // a missing template file or a template syntax error
   PAGODA_RETURN_IF_ERROR(LoadChatTemplate(cfg.model.chat_template, &s.ctx));
   if (!s.ctx.chat_template.ok()) spdlog::warn("{}", s.ctx.chat_template.status().message());

@@ -28,7 +28,10 @@ struct ServingContext {
   std::string backend_name;
   int32_t block_size = 0;
   int32_t num_blocks = 0;
-  int32_t max_tokens_limit = 0;  // 0: the context length
+  // The longest sequence (prompt + output): the engine's effective engine.max_model_len; 0:
+  // the model's context length (contexts without an engine, in tests).
+  int32_t max_model_len = 0;
+  int32_t max_tokens_limit = 0;  // 0: max_model_len
   int64_t max_prompt_bytes = 0;  // longer prompt text is refused untokenized; 0: no limit
   std::string bearer_token;      // empty: no auth
   // The parsed chat template of `messages` requests, set once by LoadChatTemplate; an error

@@ -286,7 +286,9 @@ TEST(DockerConfig, ImageConfigParses) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->server.listen_address, "0.0.0.0:50051");
   EXPECT_EQ(config->model.path, "/models/model.gguf");
-  EXPECT_TRUE(config->server.allow_unauthenticated);  // 0.0.0.0 without a token
+  // Safe by default: on 0.0.0.0 the image needs a token (PAGODA_API_KEY) to start.
+  EXPECT_FALSE(config->server.allow_unauthenticated);
+  EXPECT_TRUE(config->server.auth.bearer_token.empty());
 }
 
 }  // namespace
