@@ -6,7 +6,7 @@ FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 PAGODA := $(BUILD_DIR)/bin/pagoda
 
-.PHONY: all deps configure build test run test-asan fuzz format clean
+.PHONY: all deps configure build test run test-asan fuzz image image-test format clean
 
 all: build
 
@@ -40,6 +40,15 @@ fuzz: deps
 	  -DPAGODA_FUZZ=ON -DPAGODA_TEST_SUBDIRS=fuzz >/dev/null
 	@cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target fuzz_targets fuzz_corpus
 	@scripts/run_fuzz.py --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS)
+
+# The container image (docker/Dockerfile) built with podman, and a run of it: health, one
+# generation, /metrics, non-root, SIGTERM -> exit 0 (scripts/image_test.py).
+image: deps
+	@scripts/image.sh
+
+image-test: image build
+	@scripts/image_test.py --pagoda $(PAGODA) \
+	  --model ../shared/models/aidreams260K/aidreams260K-f32.gguf
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i
