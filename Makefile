@@ -1,10 +1,12 @@
 # Pagoda: the two commands are `make run` and `make test` (see README.md).
 BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 PAGODA := $(BUILD_DIR)/bin/pagoda
 
-.PHONY: all deps configure build test run test-asan format clean
+.PHONY: all deps configure build test run test-asan fuzz image image-test format clean
 
 all: build
 
@@ -32,6 +34,23 @@ test-asan: deps
 	  -UPAGODA_TEST_SUBDIRS >/dev/null
 	@cmake --build $(ASAN_BUILD_DIR) -j$(JOBS)
 	@cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
+
+# libFuzzer targets of every parser of outside input (tests/fuzz/), built with clang + ASan +
+# UBSan, each run for FUZZ_SECONDS; crash inputs go to build-fuzz/fuzz-artifacts/.
+fuzz: deps
+	@cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DPAGODA_FUZZ=ON -DPAGODA_TEST_SUBDIRS=fuzz >/dev/null
+	@cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target fuzz_targets fuzz_corpus
+	@scripts/run_fuzz.py --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS)
+
+# The container image (docker/Dockerfile) built with podman, and a run of it: health, one
+# generation, /metrics, non-root, SIGTERM -> exit 0 (scripts/image_test.py).
+image: deps
+	@scripts/image.sh
+
+image-test: image build
+	@scripts/image_test.py --pagoda $(PAGODA) \
+	  --model ../shared/models/aidreams260K/aidreams260K-f32.gguf
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

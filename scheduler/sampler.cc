@@ -5,7 +5,6 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <ranges>
 
 namespace pagoda {
 namespace {
@@ -244,12 +243,23 @@ void Sampler::FillLogprobs(std::span<const float> logits, SampleResult* out) {
   out->logprob = static_cast<float>(Sanitized(logits[out->token]) - lse);
   const size_t k = std::min(static_cast<size_t>(std::max(params_.top_logprobs, 0)), logits.size());
   if (k == 0) return;
-  top_ids_.resize(k);
-  auto ids = std::views::iota(int32_t{0}, static_cast<int32_t>(logits.size()));
-  std::partial_sort_copy(ids.begin(), ids.end(), top_ids_.begin(), top_ids_.end(),
-                         [&logits](int32_t a, int32_t b) {
-                           return ByLogitDesc({Sanitized(logits[a]), a}, {Sanitized(logits[b]), b});
-                         });
+  // The k best ids (what partial_sort_copy over all ids gives): a heap whose front is the worst
+  // kept, then sorted best first.
+  auto better = [&logits](int32_t a, int32_t b) {
+    return ByLogitDesc({Sanitized(logits[a]), a}, {Sanitized(logits[b]), b});
+  };
+  top_ids_.clear();
+  for (int32_t id = 0; id < static_cast<int32_t>(logits.size()); ++id) {
+    if (top_ids_.size() == k) {
+      if (!better(id, top_ids_.front())) continue;
+      std::pop_heap(top_ids_.begin(), top_ids_.end(), better);
+      top_ids_.back() = id;
+    } else {
+      top_ids_.push_back(id);
+    }
+    std::push_heap(top_ids_.begin(), top_ids_.end(), better);
+  }
+  std::sort_heap(top_ids_.begin(), top_ids_.end(), better);
   for (int32_t id : top_ids_) {
     out->top_logprobs.emplace_back(id, static_cast<float>(Sanitized(logits[id]) - lse));
   }

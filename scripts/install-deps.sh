@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Pagoda needs to build, test and run.
+#   scripts/install-deps.sh            everything: build, tests (Python, Node, clang/libFuzzer)
+#                                      and the container tools (podman, runc, debootstrap)
+#   scripts/install-deps.sh --build    only what `make build` needs (the image's build stage)
 # Idempotent: only runs `apt-get update` / `apt-get install` when something is missing.
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libfmt-dev nlohmann-json3-dev libtbb-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libpcre2-dev libcpp-httplib-dev
-  python3 python3-grpcio python3-protobuf python3-jinja2
-  nodejs npm curl
 )
+# Test clients (gRPC in Python, the OpenAI SDK in Node, jinja2 for template references),
+# clang + libFuzzer for `make fuzz`, and what `make image-test` runs the image with.
+TEST_PACKAGES=(
+  python3 python3-grpcio python3-protobuf python3-jinja2 python3-jsonschema
+  nodejs npm curl openssl clang libclang-rt-14-dev
+  podman runc debootstrap
+)
+
+case "${1:-}" in
+  --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  "") PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  -h | --help)
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "install-deps: unknown option '$1' (expected --build or nothing; see --help)" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
