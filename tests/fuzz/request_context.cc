@@ -46,7 +46,10 @@ RequestFixture& SharedRequestFixture() {
     f->ctx.model = f->model.get();
     f->ctx.model_name = "fuzz";
     f->ctx.max_tokens_limit = 32;
-    ResolveChatTemplate("", &f->ctx);
+    if (Status st = LoadChatTemplate("", &f->ctx); !st.ok() || !f->ctx.chat_template.ok()) {
+      std::fprintf(stderr, "fuzz fixture: the chat template: %s\n", st.ToString().c_str());
+      std::abort();
+    }
     return f;
   }();
   return *fixture;
