@@ -6,7 +6,7 @@ FUZZ_SECONDS ?= 60
 JOBS ?= $(shell nproc)
 PAGODA := $(BUILD_DIR)/bin/pagoda
 
-.PHONY: all deps configure build test run test-asan fuzz image image-test format clean
+.PHONY: all deps configure build test run test-asan fuzz soak image image-test format clean
 
 all: build
 
@@ -42,6 +42,12 @@ fuzz: deps
 	  -DPAGODA_FUZZ=ON -DPAGODA_TEST_SUBDIRS=fuzz >/dev/null
 	@cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target fuzz_targets fuzz_corpus
 	@scripts/run_fuzz.py --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS)
+
+# 10,000 mixed requests over gRPC and HTTP against a small server (tests/e2e/soak_test.py;
+# `make test` runs a 1,500-request variant).
+soak: build
+	@/usr/bin/python3 tests/e2e/soak_test.py --pagoda $(PAGODA) --repo . --shared ../shared \
+	  --requests 10000
 
 # The container image (docker/Dockerfile) built with podman, and a run of it: health, one
 # generation, /metrics, non-root, SIGTERM -> exit 0 (scripts/image_test.py).

@@ -100,6 +100,8 @@ void Metrics::RenderSet(const std::string& prefix, const EngineStats& s, std::st
   sample("num_requests_waiting", "gauge", s.num_waiting, "Sequences waiting to be scheduled.");
   sample("kv_cache_usage_perc", "gauge", s.kv_cache_usage,
          "Fraction of KV cache blocks in use (0..1).");
+  sample("num_kv_blocks_used", "gauge", s.num_blocks_in_use,
+         "KV cache blocks referenced by a sequence (0 when idle; cached free blocks excluded).");
   if (prefix == "vllm:") {
     sample("gpu_cache_usage_perc", "gauge", s.kv_cache_usage,
            "Fraction of KV cache blocks in use (0..1); vLLM's older name of kv_cache_usage_perc.");

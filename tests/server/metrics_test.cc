@@ -37,8 +37,10 @@ TEST(Metrics, RendersEngineStatsAndFinishedRequests) {
   EngineStats s;
   s.num_running = 3;
   s.kv_cache_usage = 0.25;
+  s.num_blocks_in_use = 7;
   s.generation_tokens = 42;
   const std::string text = m.Render(s);
+  EXPECT_NE(text.find("pagoda:num_kv_blocks_used{model_name=\"demo\"} 7\n"), std::string::npos);
   EXPECT_NE(text.find("pagoda:num_requests_running{model_name=\"demo\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("pagoda:kv_cache_usage_perc{model_name=\"demo\"} 0.25\n"), std::string::npos);
   EXPECT_NE(text.find("pagoda:generation_tokens_total{model_name=\"demo\"} 42\n"),
