@@ -100,7 +100,8 @@ TEST(QuantBlocks, Q6_KHandBuilt) {
 
 struct RoundTripCase {
   GgmlType type;
-  double max_rel_rms;  // RMS error / RMS of the data (Gaussian rows with a few outliers)
+  double max_rel_rms;   // RMS error / RMS of the data (Gaussian rows with a few outliers)
+  double min_same = 0;  // fraction of blocks re-quantized identically (1: all of them)
 };
 
 std::vector<float> RandomRows(int64_t n, uint32_t seed) {
@@ -116,7 +117,7 @@ std::vector<float> RandomRows(int64_t n, uint32_t seed) {
 class RoundTrip : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(RoundTrip, BoundedErrorAndStable) {
-  const auto [type, bound] = GetParam();
+  const auto [type, bound, min_same] = GetParam();
   const int64_t n = 256 * 64;
   const std::vector<float> x = RandomRows(n, 7);
   std::vector<uint8_t> q(static_cast<size_t>(*RowBytes(type, n)));
@@ -131,19 +132,16 @@ TEST_P(RoundTrip, BoundedErrorAndStable) {
   for (int64_t i = 512; i < 544; ++i) EXPECT_EQ(y[i], 0.0f);
   const double rel = std::sqrt(err2 / x2);
   EXPECT_LE(rel, bound) << TypeName(type);
-  // Re-quantizing the dequantized values must give the same blocks back (exactly for Q8_0 and
-  // Q4_0; nearly always for the K-quants, whose scale search may land elsewhere).
+  // Re-quantizing the dequantized values must give the same blocks back (exactly for the types
+  // scaled by their block's extremes; mostly for the K-quants, whose scale search may land
+  // elsewhere).
   std::vector<uint8_t> q2(q.size());
   QuantizeRow(type, y.data(), q2.data(), n);
   const int64_t bs = TypeTraits(type).type_size;
   int64_t same = 0;
   for (size_t b = 0; b < q.size(); b += bs) same += std::memcmp(&q[b], &q2[b], bs) == 0;
   const double same_frac = static_cast<double>(same) / (q.size() / bs);
-  if (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ5_0) {
-    EXPECT_EQ(same_frac, 1.0) << TypeName(type);
-  } else {
-    EXPECT_GE(same_frac, 0.5) << TypeName(type);  // measured: see the bounds below
-  }
+  EXPECT_GE(same_frac, min_same) << TypeName(type);
   std::printf("%s: relative rms error %.4f (bound %.3f), re-quantization identical %.1f%%\n",
               TypeName(type), rel, bound, 100 * same_frac);
 }
