@@ -63,7 +63,7 @@
 
 namespace pagoda::quants {
 
-// Block geometry (also the Q4_0 / Q4_K / Q6_K rows of tensor_types.cc's type table, which
+// Block geometry (also the rows of tensor_types.cc's type table, which
 // static_asserts that the sizes agree).
 constexpr int64_t kQK4_0 = 32;
 constexpr int64_t kQK_K = 256;
@@ -85,6 +85,8 @@ inline constexpr int8_t kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -
 
 // Unpacks the 6-bit scale and min of Q4_K sub-block j (0..7) from the 12 packed bytes.
 void GetScaleMinK4(int j, const uint8_t* packed, uint8_t* scale, uint8_t* min);
+// Packs 8 six-bit scales and mins into those 12 bytes (Q4_K and Q5_K; inverse of GetScaleMinK4).
+void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* packed);
 
 void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);

@@ -39,9 +39,3 @@ float FitScaleMin(int n, int nmax, const float* x, const float* w, uint8_t* L, f
 float FitSymmetric(int n, int nmax, const float* x, int8_t* L);
 
 }  // namespace pagoda::quants::internal
-
-namespace pagoda::quants {
-// Packs 8 six-bit scales and mins into the 12-byte Q4_K / Q5_K layout (inverse of
-// GetScaleMinK4).
-void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* packed);
-}  // namespace pagoda::quants

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include "common/numerics.h"
@@ -94,6 +95,109 @@ TEST(QuantBlocks, Q6_KHandBuilt) {
   float out[256];
   DequantizeRow(GgmlType::kQ6_K, block.data(), out, 256);
   for (int e = 0; e < 256; ++e) EXPECT_EQ(out[e], 0.25f * (e / 16 - 8) * (e % 64 - 32)) << e;
+}
+
+// The further formats, each block written field by field from model/quants.h's layout.
+TEST(QuantBlocks, Q5_0AndQ5_1HandBuilt) {
+  const uint32_t qh = 0xA5C3F00Fu;  // element e's 5th bit is bit e
+  std::array<uint8_t, 22> b50{};
+  std::array<uint8_t, 24> b51{};
+  PutFp16(b50.data(), 0.5f);
+  PutFp16(b51.data(), 0.5f);
+  PutFp16(b51.data() + 2, -3.0f);
+  std::memcpy(b50.data() + 2, &qh, 4);
+  std::memcpy(b51.data() + 4, &qh, 4);
+  for (int j = 0; j < 16; ++j) b50[6 + j] = b51[8 + j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  float y50[32], y51[32];
+  DequantizeRow(GgmlType::kQ5_0, b50.data(), y50, 32);
+  DequantizeRow(GgmlType::kQ5_1, b51.data(), y51, 32);
+  for (int e = 0; e < 32; ++e) {
+    const int q = (e < 16 ? e : 31 - e) | static_cast<int>((qh >> e) & 1) << 4;
+    EXPECT_EQ(y50[e], 0.5f * (q - 16)) << e;
+    EXPECT_EQ(y51[e], 0.5f * q - 3.0f) << e;
+  }
+}
+
+TEST(QuantBlocks, IQ4_NLAndIQ4_XSHandBuilt) {
+  const int levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  std::array<uint8_t, 18> nl{};
+  PutFp16(nl.data(), 0.25f);
+  for (int j = 0; j < 16; ++j) nl[2 + j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  float y[256];
+  DequantizeRow(GgmlType::kIQ4_NL, nl.data(), y, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.25f * levels[j]) << j;
+    EXPECT_EQ(y[j + 16], 0.25f * levels[15 - j]) << j;
+  }
+  std::array<uint8_t, 136> xs{};
+  PutFp16(xs.data(), 0.5f);
+  int ls[8];
+  uint16_t scales_h = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    ls[ib] = (ib * 23 + 5) % 64;  // 6-bit scale of sub-block ib
+    xs[4 + ib / 2] |= static_cast<uint8_t>((ls[ib] & 15) << (4 * (ib % 2)));
+    scales_h |= static_cast<uint16_t>((ls[ib] >> 4) << (2 * ib));
+  }
+  std::memcpy(xs.data() + 2, &scales_h, 2);
+  for (int i = 0; i < 128; ++i) xs[8 + i] = static_cast<uint8_t>((i % 16) | ((i + 3) % 16) << 4);
+  DequantizeRow(GgmlType::kIQ4_XS, xs.data(), y, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int ib = e / 32, l = e % 32, byte = 16 * ib + l % 16;
+    const int nib = l < 16 ? byte % 16 : (byte + 3) % 16;
+    EXPECT_EQ(y[e], 0.5f * (ls[ib] - 32) * levels[nib]) << e;
+  }
+}
+
+TEST(QuantBlocks, Q2_KAndQ3_KHandBuilt) {
+  float y[256];
+  std::array<uint8_t, 84> q2{};
+  for (int s = 0; s < 16; ++s) q2[s] = static_cast<uint8_t>(s | (15 - s) << 4);  // sc | m << 4
+  for (int e = 0; e < 256; ++e) {  // level of element e: (e / 7) % 4
+    const int h = e / 128, jj = (e % 128) / 32, l = e % 32;
+    q2[16 + 32 * h + l] |= static_cast<uint8_t>(((e / 7) % 4) << (2 * jj));
+  }
+  PutFp16(q2.data() + 80, 0.5f);
+  PutFp16(q2.data() + 82, 0.25f);
+  DequantizeRow(GgmlType::kQ2_K, q2.data(), y, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 0.5f * (e / 16) * ((e / 7) % 4) - 0.25f * (15 - e / 16)) << e;
+  }
+  std::array<uint8_t, 110> q3{};
+  int sv[16];
+  for (int s = 0; s < 16; ++s) {
+    sv[s] = (s * 13 + 7) % 64;  // stored 6-bit scale (value sv - 32)
+    q3[96 + s % 8] |= static_cast<uint8_t>((sv[s] & 15) << (s < 8 ? 0 : 4));
+    q3[96 + 8 + s % 4] |= static_cast<uint8_t>((sv[s] >> 4) << (2 * (s / 4)));
+  }
+  for (int e = 0; e < 256; ++e) {  // low bits e % 4, high bit when e % 3 == 0
+    const int h = e / 128, jj = (e % 128) / 32, l = e % 32;
+    q3[32 + 32 * h + l] |= static_cast<uint8_t>((e % 4) << (2 * jj));
+    if (e % 3 == 0) q3[l] |= static_cast<uint8_t>(1 << (4 * h + jj));
+  }
+  PutFp16(q3.data() + 108, 0.125f);
+  DequantizeRow(GgmlType::kQ3_K, q3.data(), y, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int q = (e % 4) | (e % 3 == 0 ? 4 : 0);
+    EXPECT_EQ(y[e], 0.125f * (sv[e / 16] - 32) * (q - 4)) << e;
+  }
+}
+
+TEST(QuantBlocks, Q5_KHandBuilt) {
+  const uint8_t ls[8] = {1, 2, 3, 4, 17, 33, 48, 63}, lm[8] = {0, 5, 10, 15, 20, 40, 50, 63};
+  std::array<uint8_t, 176> b{};
+  PutFp16(b.data(), 1.0f);
+  PutFp16(b.data() + 2, 0.5f);
+  quants::PackScaleMinK4(ls, lm, b.data() + 4);
+  for (int e = 0; e < 256; ++e) {  // level of element e: e % 32
+    const int c = e / 64, half = (e % 64) / 32, l = e % 32, q = (e * 5) % 32;
+    b[48 + 32 * c + l] |= static_cast<uint8_t>((q & 15) << (4 * half));
+    b[16 + l] |= static_cast<uint8_t>((q >> 4) << (2 * c + half));
+  }
+  float y[256];
+  DequantizeRow(GgmlType::kQ5_K, b.data(), y, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 1.0f * ls[e / 32] * ((e * 5) % 32) - 0.5f * lm[e / 32]) << e;
+  }
 }
 
 // ---- round trips on random data -----------------------------------------------------------
@@ -425,6 +529,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "llama-gqa-q3_k_m.gguf"},
         CliCase{"q2_k", 10, "llama-gqa-q2_k.reference.json", 1.0, 0.16, "llama-gqa-q2_k.gguf"}),
     [](const auto& info) { return std::string(info.param.type); });
+
+// An unknown --type is refused with the list of mixes (exit code 2, nothing written).
+TEST(QuantizeCliErrors, UnknownTypeListsTheMixes) {
+  testing::TempDir dir;
+  const std::string out = dir.File("never.gguf");
+  const auto r = testing::RunPagodaRedirected(
+      "quantize " + SharedPath("models/synth-gqa/llama-gqa-f32.gguf") + " " + out + " --type q9_k",
+      "2>&1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--type: 'q9_k' (expected one of q8_0, q4_0, q4_k_m, q5_0, q5_k_m, "
+                       "q3_k_m, q2_k)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::ifstream(out).good());
+}
 
 TEST(MakeModelCli, Q4KMAndQ4_0DtypesFollowTheMix) {
   testing::TempDir dir;
