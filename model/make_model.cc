@@ -176,13 +176,18 @@ void WriteVocab(const VocabSource& v, const MakeModelOptions& o, GgufWriter& w) 
   w.AddBool("tokenizer.ggml.add_eos_token", false);
 }
 
-// general.file_type of a float dtype (quantized dtypes take QuantMixFileType of their mix).
+// general.file_type of a dtype written uniformly (those with a quantization mix take
+// QuantMixFileType of their mix).
 uint32_t FileType(GgmlType t) {
   switch (t) {
     case GgmlType::kF16:
       return 1;
     case GgmlType::kBF16:
       return 32;
+    case GgmlType::kQ4_1:
+      return 3;
+    case GgmlType::kQ5_1:
+      return 9;
     default:
       return 0;
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/field_check.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 
@@ -31,22 +32,91 @@ GgmlType WithFallback(GgmlType wanted, int64_t n) {
   return n % TypeTraits(GgmlType::kQ8_0).block_size == 0 ? GgmlType::kQ8_0 : GgmlType::kF16;
 }
 
+// One row per mix: its name, llama_ftype, and the type of the weights no rule below changes.
+struct MixInfo {
+  QuantMix mix;
+  std::string_view name;
+  uint32_t file_type;
+  GgmlType base;
+};
+constexpr MixInfo kMixes[] = {
+    {QuantMix::kQ8_0, "q8_0", 7, GgmlType::kQ8_0},
+    {QuantMix::kQ4_0, "q4_0", 2, GgmlType::kQ4_0},
+    {QuantMix::kQ4_K_M, "q4_k_m", 15, GgmlType::kQ4_K},
+    {QuantMix::kQ5_0, "q5_0", 8, GgmlType::kQ5_0},
+    {QuantMix::kQ5_K_M, "q5_k_m", 17, GgmlType::kQ5_K},
+    {QuantMix::kQ3_K_M, "q3_k_m", 12, GgmlType::kQ3_K},
+    {QuantMix::kQ2_K, "q2_k", 10, GgmlType::kQ2_K},
+};
+
+const MixInfo& InfoOf(QuantMix mix) {
+  for (const MixInfo& m : kMixes) {
+    if (m.mix == mix) return m;
+  }
+  return kMixes[0];  // unreachable for valid enum values
+}
+
+// llama.cpp's choice for attn_v.weight of `layer` under the mix (nullopt: the base type).
+std::optional<GgmlType> AttnVType(QuantMix mix, int layer, const MixContext& ctx) {
+  switch (mix) {
+    case QuantMix::kQ4_K_M:
+    case QuantMix::kQ5_K_M:
+      if (UseMoreBits(layer, ctx.n_layers)) return GgmlType::kQ6_K;
+      return std::nullopt;
+    case QuantMix::kQ3_K_M:
+      return layer < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    case QuantMix::kQ2_K:
+      return ctx.n_gqa >= 4 ? GgmlType::kQ4_K : GgmlType::kQ3_K;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The same for ffn_down.weight.
+std::optional<GgmlType> FfnDownType(QuantMix mix, int layer, const MixContext& ctx) {
+  switch (mix) {
+    case QuantMix::kQ4_K_M:
+    case QuantMix::kQ5_K_M:
+      if (UseMoreBits(layer, ctx.n_layers)) return GgmlType::kQ6_K;
+      return std::nullopt;
+    case QuantMix::kQ3_K_M:
+      return layer < ctx.n_layers / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
+    case QuantMix::kQ2_K:
+      return GgmlType::kQ3_K;
+    default:
+      return std::nullopt;
+  }
+}
+
 // The type of a 2-D weight under the mix, before the block-size fallback.
 GgmlType MixWeightType(QuantMix mix, const std::string& name, const MixContext& ctx) {
-  if (mix == QuantMix::kQ8_0) return GgmlType::kQ8_0;
+  const GgmlType base = InfoOf(mix).base;
+  if (mix == QuantMix::kQ8_0) return base;
   const bool is_output =
       name == "output.weight" || (!ctx.has_output && name == "token_embd.weight");
   if (is_output) return GgmlType::kQ6_K;
-  if (mix == QuantMix::kQ4_0) return GgmlType::kQ4_0;
-  const bool sensitive = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
   const int layer = LayerOf(name);
-  if (sensitive && layer >= 0 && UseMoreBits(layer, ctx.n_layers)) return GgmlType::kQ6_K;
-  return GgmlType::kQ4_K;
+  if (layer < 0) return base;
+  std::optional<GgmlType> t;
+  if (name.ends_with(".attn_v.weight")) t = AttnVType(mix, layer, ctx);
+  if (name.ends_with(".ffn_down.weight")) t = FfnDownType(mix, layer, ctx);
+  if (name.ends_with(".attn_output.weight")) {
+    if (mix == QuantMix::kQ3_K_M) t = GgmlType::kQ4_K;
+    if (mix == QuantMix::kQ2_K) t = GgmlType::kQ3_K;
+  }
+  return t.value_or(base);
 }
 
 MixContext ContextOf(const GgufFile& f) {
   MixContext ctx;
   ctx.has_output = f.FindTensor("output.weight") != nullptr;
+  if (auto arch = f.GetString("general.architecture"); arch.ok()) {
+    auto heads = f.GetInt(*arch + ".attention.head_count");
+    auto kv_heads = f.GetInt(*arch + ".attention.head_count_kv");
+    if (heads.ok() && kv_heads.ok() && *kv_heads > 0) {
+      ctx.n_gqa = static_cast<int>(*heads / *kv_heads);
+    }
+  }
   for (const GgufTensor& t : f.tensors())
     ctx.n_layers = std::max(ctx.n_layers, LayerOf(t.name) + 1);
   return ctx;
@@ -91,47 +161,27 @@ std::optional<QuantMix> ParseQuantMix(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "q8_0") return QuantMix::kQ8_0;
-  if (lower == "q4_0") return QuantMix::kQ4_0;
-  if (lower == "q4_k_m") return QuantMix::kQ4_K_M;
+  for (const MixInfo& m : kMixes) {
+    if (lower == m.name) return m.mix;
+  }
   return std::nullopt;
 }
 
-const char* QuantMixName(QuantMix mix) {
-  switch (mix) {
-    case QuantMix::kQ8_0:
-      return "q8_0";
-    case QuantMix::kQ4_0:
-      return "q4_0";
-    case QuantMix::kQ4_K_M:
-      return "q4_k_m";
-  }
-  return "?";
+std::string DescribeQuantMixes() {
+  std::vector<std::string_view> names;
+  for (const MixInfo& m : kMixes) names.push_back(m.name);
+  return DescribeChoices(names);
 }
 
-uint32_t QuantMixFileType(QuantMix mix) {
-  switch (mix) {
-    case QuantMix::kQ8_0:
-      return 7;
-    case QuantMix::kQ4_0:
-      return 2;
-    case QuantMix::kQ4_K_M:
-      return 15;
-  }
-  return 0;
-}
+const char* QuantMixName(QuantMix mix) { return InfoOf(mix).name.data(); }
+
+uint32_t QuantMixFileType(QuantMix mix) { return InfoOf(mix).file_type; }
 
 std::optional<QuantMix> MixForDtype(GgmlType dtype) {
-  switch (dtype) {
-    case GgmlType::kQ8_0:
-      return QuantMix::kQ8_0;
-    case GgmlType::kQ4_0:
-      return QuantMix::kQ4_0;
-    case GgmlType::kQ4_K:
-      return QuantMix::kQ4_K_M;
-    default:
-      return std::nullopt;
+  for (const MixInfo& m : kMixes) {
+    if (m.base == dtype) return m.mix;
   }
+  return std::nullopt;
 }
 
 bool UseMoreBits(int layer, int n_layers) {

@@ -1,6 +1,7 @@
 // Quantizing a model: the per-tensor type choice of llama.cpp's quantization mixes (Q8_0, Q4_0,
-// Q4_K_M) and `QuantizeGguf`, which rewrites a GGUF (F32/F16/BF16 or any dequantizable source)
-// with its 2-D weights quantized. Used by `pagoda quantize` and `pagoda make-model --dtype`.
+// Q4_K_M, Q5_0, Q5_K_M, Q3_K_M, Q2_K) and `QuantizeGguf`, which rewrites a GGUF (F32/F16/BF16 or
+// any dequantizable source) with its 2-D weights quantized. Used by `pagoda quantize` and `pagoda
+// make-model --dtype`.
 //
 // The mixes (llama.cpp's llama_tensor_get_type, without an importance matrix):
 //  * 1-D tensors (norms, biases) and tensors whose name does not end in "weight": F32.
@@ -9,9 +10,16 @@
 //    output.weight, i.e. tied embeddings) Q6_K.
 //  * Q4_K_M: 2-D weights Q4_K; Q6_K for the output tensor (as above) and for `attn_v.weight`
 //    and `ffn_down.weight` of layer i when UseMoreBits(i, n_layers).
+//  * Q5_0: as Q4_0 with Q5_0.  Q5_K_M: as Q4_K_M with Q5_K.
+//  * Q3_K_M: 2-D weights Q3_K; output Q6_K; attn_v Q5_K in layers 0-1, else Q4_K; ffn_down Q5_K
+//    in layers < n_layers / 16, else Q4_K; attn_output Q4_K.
+//  * Q2_K: 2-D weights Q2_K; output Q6_K; attn_v Q4_K when heads / kv heads >= 4 (GQA), else
+//    Q3_K; ffn_down and attn_output Q3_K.
+//    (llama.cpp counts attn_v tensors in file order where these rules say layer; the same for
+//    llama.cpp's own files, which store layers in order.)
 //  * Fallback when the row length (ne[0]) is not a multiple of the chosen block size (256 for
-//    Q4_K/Q6_K, 32 for Q4_0/Q8_0): Q8_0 if ne[0] % 32 == 0, else F16. (llama.cpp falls back
-//    Q4_K -> Q5_0 and Q6_K -> Q8_0; Pagoda has no Q5_0, and Q8_0 is the more accurate choice.)
+//    the K-quants, 32 for the others): Q8_0 if ne[0] % 32 == 0, else F16. (llama.cpp falls back
+//    to IQ4_NL / Q5_0 / Q5_1 / Q8_0; Q8_0 is the more accurate choice.)
 #pragma once
 
 #include <cstdint>
@@ -26,25 +34,30 @@
 
 namespace pagoda {
 
-enum class QuantMix { kQ8_0, kQ4_0, kQ4_K_M };
+enum class QuantMix { kQ8_0, kQ4_0, kQ4_K_M, kQ5_0, kQ5_K_M, kQ3_K_M, kQ2_K };
 
-// "q8_0" | "q4_0" | "q4_k_m" (case-insensitive).
+// "q8_0" | "q4_0" | "q4_k_m" | "q5_0" | "q5_k_m" | "q3_k_m" | "q2_k" (case-insensitive).
 std::optional<QuantMix> ParseQuantMix(std::string_view name);
+// "one of q8_0, q4_0, ..." for error messages and --help.
+std::string DescribeQuantMixes();
 const char* QuantMixName(QuantMix mix);  // "q8_0", ...
-// The GGUF general.file_type (llama_ftype) of the mix: Q8_0 = 7, Q4_0 = 2, Q4_K_M = 15.
+// The GGUF general.file_type (llama_ftype) of the mix: Q8_0 = 7, Q4_0 = 2, Q4_K_M = 15,
+// Q5_0 = 8, Q5_K_M = 17, Q3_K_M = 12, Q2_K = 10.
 uint32_t QuantMixFileType(QuantMix mix);
-// The mix that `make-model --dtype` means by a quantized weight type (Q8_0, Q4_0, Q4_K ->
-// Q4_K_M); nullopt for float types (written uniformly).
+// The mix whose base weight type is `dtype` (what `make-model --dtype` means by a quantized
+// type: Q8_0, Q4_0, Q4_K -> Q4_K_M, Q5_0, Q5_K -> Q5_K_M, Q3_K -> Q3_K_M, Q2_K); nullopt for
+// float types (written uniformly).
 std::optional<QuantMix> MixForDtype(GgmlType dtype);
 
 // llama.cpp's rule for layers that get more bits: the first and last eighth, and every third
 // layer in between.
 bool UseMoreBits(int layer, int n_layers);
 
-// What the model looks like to the mix: layer count and whether output.weight exists.
+// What the model looks like to the mix: layer count, whether output.weight exists, GQA group.
 struct MixContext {
   int n_layers = 0;
   bool has_output = true;
+  int n_gqa = 1;  // attention heads per KV head
 };
 // The type tensor `name` with GGML shape `ne` gets under `mix` (see the header comment).
 GgmlType TensorTypeForMix(QuantMix mix, const std::string& name, const std::vector<int64_t>& ne,

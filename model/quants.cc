@@ -5,32 +5,18 @@
 #include <cstring>
 
 #include "common/numerics.h"
+#include "model/quants_internal.h"
 
 namespace pagoda::quants {
-namespace {
+namespace internal {
 
-constexpr float kGroupMaxEps = 1e-15f;
-
-// Round half to even, as ggml's nearest_int (the 1.5 * 2^23 trick) does.
-inline int NearestInt(float f) { return static_cast<int>(std::nearbyint(f)); }
-
-inline float LoadFp16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return Fp16ToFp32(h);
-}
-
-inline void StoreFp16(uint8_t* p, float f) {
-  const uint16_t h = Fp32ToFp16(f);
-  std::memcpy(p, &h, 2);
-}
-
-// Asymmetric fit for Q4_K sub-blocks (ggml's make_qkx2_quants): finds scale s >= 0 and offset
-// `min` <= 0 minimising sum w_i (s * L_i + min - x_i)^2 over L_i in [0, nmax], by trying
-// nstep + 1 inverse scales around nmax / (max - min) and solving least squares for each.
-// Returns s; stores -min (>= 0) in *neg_min and the levels in L.
+// Asymmetric fit for the K-quant sub-blocks with mins (ggml's make_qkx2_quants): finds scale
+// s >= 0 and offset `min` <= 0 minimising sum w_i (s * L_i + min - x_i)^2 (use_mad: |...|) over
+// L_i in [0, nmax], by trying nstep + 1 inverse scales around nmax / (max - min) and solving
+// least squares for each. Returns s; stores -min (>= 0) in *neg_min and the levels in L.
 float FitScaleMin(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
-                  float rmin, float rdelta, int nstep) {
+                  float rmin, float rdelta, int nstep, bool use_mad) {
+  auto error = [use_mad](float diff) { return use_mad ? std::fabs(diff) : diff * diff; };
   float lo = x[0], hi = x[0], sum_w = 0, sum_x = 0;
   for (int i = 0; i < n; ++i) {
     lo = std::min(lo, x[i]);
@@ -49,8 +35,7 @@ float FitScaleMin(int n, int nmax, const float* x, const float* w, uint8_t* L, f
   float best_err = 0;
   for (int i = 0; i < n; ++i) {
     L[i] = static_cast<uint8_t>(std::clamp(NearestInt(iscale * (x[i] - lo)), 0, nmax));
-    const float diff = scale * L[i] + lo - x[i];
-    best_err += w[i] * (diff * diff);
+    best_err += w[i] * error(scale * L[i] + lo - x[i]);
   }
   uint8_t trial[kQK_K];
   for (int step = 0; step <= nstep; ++step) {
@@ -73,8 +58,7 @@ float FitScaleMin(int n, int nmax, const float* x, const float* w, uint8_t* L, f
     }
     float err = 0;
     for (int i = 0; i < n; ++i) {
-      const float diff = s * trial[i] + m - x[i];
-      err += w[i] * (diff * diff);
+      err += w[i] * error(s * trial[i] + m - x[i]);
     }
     if (err < best_err) {
       std::copy(trial, trial + n, L);
@@ -86,6 +70,8 @@ float FitScaleMin(int n, int nmax, const float* x, const float* w, uint8_t* L, f
   *neg_min = -lo;
   return scale;
 }
+
+namespace {
 
 // Sums of the x^2-weighted least-squares fit of x by s * l, l = clamp(round(iscale * x)).
 struct SymFit {
@@ -101,6 +87,8 @@ SymFit SymSums(int n, int nmax, const float* x, float iscale) {
   }
   return f;
 }
+
+}  // namespace
 
 // Symmetric fit for Q6_K sub-blocks (ggml's make_qx_quants, rmse_type 1): levels in
 // [-nmax, nmax - 1] stored biased by nmax in L; tries 19 inverse scales around -nmax / max
@@ -140,7 +128,14 @@ float FitSymmetric(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
-}  // namespace
+}  // namespace internal
+
+using internal::FitScaleMin;
+using internal::FitSymmetric;
+using internal::kGroupMaxEps;
+using internal::LoadFp16;
+using internal::NearestInt;
+using internal::StoreFp16;
 
 void GetScaleMinK4(int j, const uint8_t* packed, uint8_t* scale, uint8_t* min) {
   if (j < 4) {
@@ -205,9 +200,6 @@ void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
-namespace {
-
-// Packs 8 six-bit scales and mins into the 12-byte Q4_K layout (inverse of GetScaleMinK4).
 void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* packed) {
   std::memset(packed, 0, 12);
   for (int j = 0; j < 8; ++j) {
@@ -222,6 +214,8 @@ void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* packed) {
   }
 }
 
+namespace {
+
 void QuantizeBlockQ4_K(const float* x, uint8_t* y) {
   uint8_t L[kQK_K];
   float scales[8], mins[8], w[32];
@@ -232,7 +226,7 @@ void QuantizeBlockQ4_K(const float* x, uint8_t* y) {
     for (int l = 0; l < 32; ++l) sum_x2 += xj[l] * xj[l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xj[l]);
-    scales[j] = FitScaleMin(32, 15, xj, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
+    scales[j] = FitScaleMin(32, 15, xj, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20, false);
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }

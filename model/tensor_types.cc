@@ -18,21 +18,23 @@ constexpr int64_t kQK8_0 = 32;
 using quants::kQK4_0;
 using quants::kQK_K;
 
-constexpr std::array<GgmlTypeTraits, 20> kTraits = {{
+constexpr std::array<GgmlTypeTraits, 22> kTraits = {{
     {GgmlType::kF32, "F32", 1, 4, true, true},
     {GgmlType::kF16, "F16", 1, 2, true, true},
     {GgmlType::kQ4_0, "Q4_0", kQK4_0, 2 + kQK4_0 / 2, true, true},
-    {GgmlType::kQ4_1, "Q4_1", 32, 4 + 16, false, false},
-    {GgmlType::kQ5_0, "Q5_0", 32, 2 + 4 + 16, false, false},
-    {GgmlType::kQ5_1, "Q5_1", 32, 4 + 4 + 16, false, false},
+    {GgmlType::kQ4_1, "Q4_1", 32, 4 + 16, true, true},
+    {GgmlType::kQ5_0, "Q5_0", 32, 2 + 4 + 16, true, true},
+    {GgmlType::kQ5_1, "Q5_1", 32, 4 + 4 + 16, true, true},
     {GgmlType::kQ8_0, "Q8_0", kQK8_0, 2 + kQK8_0, true, true},
     {GgmlType::kQ8_1, "Q8_1", 32, 4 + 32, false, false},
-    {GgmlType::kQ2_K, "Q2_K", kQK_K, 2 * 2 + kQK_K / 16 + kQK_K / 4, false, false},
-    {GgmlType::kQ3_K, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, false, false},
+    {GgmlType::kQ2_K, "Q2_K", kQK_K, 2 * 2 + kQK_K / 16 + kQK_K / 4, true, true},
+    {GgmlType::kQ3_K, "Q3_K", kQK_K, 2 + kQK_K / 4 + kQK_K / 8 + 12, true, true},
     {GgmlType::kQ4_K, "Q4_K", kQK_K, 2 * 2 + 12 + kQK_K / 2, true, true},
-    {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, false, false},
+    {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, true, true},
     {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, true, true},
     {GgmlType::kQ8_K, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false, false},
+    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 2 + 16, true, false},
+    {GgmlType::kIQ4_XS, "IQ4_XS", kQK_K, 2 + 2 + kQK_K / 64 + kQK_K / 2, true, false},
     {GgmlType::kI8, "I8", 1, 1, false, false},
     {GgmlType::kI16, "I16", 1, 2, false, false},
     {GgmlType::kI32, "I32", 1, 4, false, false},
@@ -51,6 +53,14 @@ constexpr const GgmlTypeTraits& ConstTraits(GgmlType type) {
 static_assert(ConstTraits(GgmlType::kQ4_0).type_size == quants::kBlockBytesQ4_0);
 static_assert(ConstTraits(GgmlType::kQ4_K).type_size == quants::kBlockBytesQ4_K);
 static_assert(ConstTraits(GgmlType::kQ6_K).type_size == quants::kBlockBytesQ6_K);
+static_assert(ConstTraits(GgmlType::kQ4_1).type_size == quants::kBlockBytesQ4_1);
+static_assert(ConstTraits(GgmlType::kQ5_0).type_size == quants::kBlockBytesQ5_0);
+static_assert(ConstTraits(GgmlType::kQ5_1).type_size == quants::kBlockBytesQ5_1);
+static_assert(ConstTraits(GgmlType::kIQ4_NL).type_size == quants::kBlockBytesIQ4_NL);
+static_assert(ConstTraits(GgmlType::kQ2_K).type_size == quants::kBlockBytesQ2_K);
+static_assert(ConstTraits(GgmlType::kQ3_K).type_size == quants::kBlockBytesQ3_K);
+static_assert(ConstTraits(GgmlType::kQ5_K).type_size == quants::kBlockBytesQ5_K);
+static_assert(ConstTraits(GgmlType::kIQ4_XS).type_size == quants::kBlockBytesIQ4_XS);
 
 }  // namespace
 
@@ -144,6 +154,30 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ6_K:
       quants::DequantizeRowQ6_K(bytes, dst, n);
       return;
+    case GgmlType::kQ4_1:
+      quants::DequantizeRowQ4_1(bytes, dst, n);
+      return;
+    case GgmlType::kQ5_0:
+      quants::DequantizeRowQ5_0(bytes, dst, n);
+      return;
+    case GgmlType::kQ5_1:
+      quants::DequantizeRowQ5_1(bytes, dst, n);
+      return;
+    case GgmlType::kIQ4_NL:
+      quants::DequantizeRowIQ4_NL(bytes, dst, n);
+      return;
+    case GgmlType::kQ2_K:
+      quants::DequantizeRowQ2_K(bytes, dst, n);
+      return;
+    case GgmlType::kQ3_K:
+      quants::DequantizeRowQ3_K(bytes, dst, n);
+      return;
+    case GgmlType::kQ5_K:
+      quants::DequantizeRowQ5_K(bytes, dst, n);
+      return;
+    case GgmlType::kIQ4_XS:
+      quants::DequantizeRowIQ4_XS(bytes, dst, n);
+      return;
     default:
       break;
   }
@@ -181,6 +215,24 @@ void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
       return;
     case GgmlType::kQ6_K:
       quants::QuantizeRowQ6_K(src, bytes, n);
+      return;
+    case GgmlType::kQ4_1:
+      quants::QuantizeRowQ4_1(src, bytes, n);
+      return;
+    case GgmlType::kQ5_0:
+      quants::QuantizeRowQ5_0(src, bytes, n);
+      return;
+    case GgmlType::kQ5_1:
+      quants::QuantizeRowQ5_1(src, bytes, n);
+      return;
+    case GgmlType::kQ2_K:
+      quants::QuantizeRowQ2_K(src, bytes, n);
+      return;
+    case GgmlType::kQ3_K:
+      quants::QuantizeRowQ3_K(src, bytes, n);
+      return;
+    case GgmlType::kQ5_K:
+      quants::QuantizeRowQ5_K(src, bytes, n);
       return;
     default:
       break;

@@ -93,4 +93,33 @@ inline void ExpectWithinSynthReference(const Model& model, const std::string& re
               prompt.max_abs, prompt.rms(), generated.max_abs, generated.rms());
 }
 
+// Free-running greedy decoding (argmax, lowest id on ties) from each case's prompt produces
+// llama.cpp's greedy tokens over the case's `robust_prefix` (the steps whose top-1 / top-2
+// margin exceeds twice the tolerance). Returns the number of tokens compared.
+inline int ExpectGreedyRobustPrefix(const Model& model, const std::string& ref_rel,
+                                    const cpu::mm::MatMulOptions& matmul = {}) {
+  const auto ref = LoadJson(SharedPath(ref_rel));
+  int compared = 0;
+  for (const auto& c : ref["cases"]) {
+    const auto prompt = c["prompt_tokens"].get<std::vector<int32_t>>();
+    const auto want = c["greedy"]["tokens"].get<std::vector<int32_t>>();
+    const int robust = c["greedy"]["robust_prefix"].get<int>();
+    cpu::LlamaForward fwd(model.config, model.weights, model.config.context_length, matmul);
+    std::vector<int32_t> feed = prompt;
+    for (int k = 0; k < robust; ++k) {
+      auto logits = fwd.Forward(feed, /*all_logits=*/false);
+      if (!logits.ok()) {
+        ADD_FAILURE() << ref_rel << ": " << logits.status().ToString();
+        return compared;
+      }
+      const auto best = std::max_element(logits->begin(), logits->end());  // first maximum
+      const auto token = static_cast<int32_t>(best - logits->begin());
+      EXPECT_EQ(token, want[k]) << ref_rel << " '" << c["text"] << "' step " << k;
+      feed = {token};
+      ++compared;
+    }
+  }
+  return compared;
+}
+
 }  // namespace pagoda::testing

@@ -250,13 +250,23 @@ struct Plan {
 // vpdpwssd (2x the fp32 FMA rate) from 128 tokens on. pagoda_bench_matmul gate_up 5632 x 2048,
 // GFLOP/s at 128 / 512 tokens: Q4_K 290 / 368, Q6_K 195 / 315, Q4_0 258 / 349 (the bf16
 // conversion it replaced: 340 / 354, 211 / 311, 257 / 358, with 2^-8 instead of 2^-13 rounding);
-// bench model medium-q4_k_m prefill 512: 145 -> 155 tok/s. Q8_0 has its own int8 kernel for
-// batches; F16 follows MatMulOptions::f16; F32 and BF16 weights keep their exact paths.
+// bench model medium-q4_k_m prefill 512: 145 -> 155 tok/s. The other block formats (Q4_1, Q5_0,
+// Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) take the same path: their int8 kernels do about as
+// much work per weight as Q4_0 / Q4_K. Q8_0 has its own int8 kernel for batches; F16 follows
+// MatMulOptions::f16; F32 and BF16 weights keep their exact paths.
 int64_t ConvertedMinTokens(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS:
       return 128;
     default:
       return std::numeric_limits<int64_t>::max();

@@ -16,19 +16,21 @@
 //     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with the weights biased to (w + 128)
 //     and a -128 sum(x) start value (one row at a time, 256-bit steps of one block). Error: at most
 //     sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
-//   Q4_0: the Q8_0 activation blocks; the 4-bit codes are unpacked in registers and dotted
-//     exactly in int32 per block (offset -8 folded in), at AVX2 / AVX-512 / VNNI.
-//   Q4_K / Q6_K: the activations are quantized per call to int8 with one scale per 256 (and
-//     sums per 16); codes unpacked in registers, products weighted by the integer sub-block
-//     scales in int32 per super-block, mins / offsets subtracted in fp32
+//   Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: the Q8_0 activation blocks; the 4/5-bit codes (IQ4_NL: its
+//     signed levels) are unpacked in registers and dotted exactly in int32 per block (offsets
+//     -8 / -16 folded in; Q4_1 / Q5_1 mins times the activation sums in fp32), at AVX2 /
+//     AVX-512 / VNNI.
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: the activations are quantized per call to int8 with
+//     one scale per 256 (and sums per 16); codes unpacked in registers, products weighted by the
+//     integer sub-block scales in int32 per super-block, mins / offsets subtracted in fp32
 //     (matmul_quant_x86.inc). Error: as Q8_0 with 256-element activation blocks.
 //   Other dequantizable types, and the quantized types at kPortable: each row tile is
 //     dequantized to fp32 and multiplied with the level's F32 kernel.
 // Batches (matmul.cc MakePlan): Q8_0 with >= 8 tokens at kAvx512Vnni+ uses a token-lane kernel
-// (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, Q4_0 / Q4_K / Q6_K with
-// >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each row tile
-// once per call to 13-bit int16 codes with one scale per 32 columns, quantize the activations
-// the same way and use vpdpwssd (matmul_i16_x86.cc): error per 32-column block at most
+// (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, the block-quantized types
+// above with >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
+// row tile once per call to 13-bit int16 codes with one scale per 32 columns, quantize the
+// activations the same way and use vpdpwssd (matmul_i16_x86.cc): error per 32-column block at most
 // (amax_w sum |x| + amax_x sum |w|) / 16382, about 2^-13 of the block's largest terms.
 // GEMV and small batches walk one weight row at a time (one sequential stream per thread).
 // Every output element is computed by one task in a fixed order: results do not depend on the

@@ -1,6 +1,6 @@
-// Batches of F16 weights (and of Q4_0 / Q4_K / Q6_K, dequantized first) at AVX512-VNNI:
-// block-scaled int16 products with vpdpwssd (the rate of vdpbf16ps, twice the fp32 FMA rate),
-// at close to F16's own precision. Layouts in matmul_kernels.h (kI16 activations, I16 lane
+// Batches of F16 weights (and of the other block-quantized types, dequantized first) at
+// AVX512-VNNI: block-scaled int16 products with vpdpwssd (the rate of vdpbf16ps, twice the fp32 FMA
+// rate), at close to F16's own precision. Layouts in matmul_kernels.h (kI16 activations, I16 lane
 // tiles).
 //
 // Method: each row tile is converted once per call to 13-bit codes with one fp32 scale per 32

@@ -95,8 +95,9 @@ ToI16LanesFn X86I16Converter(GgmlType type);
 using QuantizeI16Fn = void (*)(const float* x, int64_t cols, int64_t ld, int16_t* xi, float* xd);
 QuantizeI16Fn X86I16Quantizer();
 
-// The x86 kernels for the 4/6-bit types (Q4_0, Q4_K, Q6_K) at `level`; fn == nullptr when there
-// is none. Defined in matmul_quant_x86.cc.
+// The x86 kernels for the block-quantized types other than Q8_0 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in
+// matmul_quant_x86.cc.
 Kernel X86QuantKernel(SimdLevel level, GgmlType type);
 
 }  // namespace pagoda::cpu::mm::internal

@@ -1,4 +1,5 @@
-// Q4_0, Q4_K and Q6_K MatMul kernels for AVX2, AVX-512 and AVX512-VNNI: one body
+// The block-quantized MatMul kernels (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_XS) for AVX2, AVX-512 and AVX512-VNNI: one body
 // (matmul_quant_x86.inc, where the method and layouts are described) compiled once per level
 // under that level's target options, so the rest of the build stays at the baseline ISA.
 #include "kernels/cpu/matmul/matmul_kernels.h"
@@ -15,6 +16,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/matmul/matmul_tiles.h"
+#include "model/quants.h"
 
 namespace pagoda::cpu::mm::internal {
 

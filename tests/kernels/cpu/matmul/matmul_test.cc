@@ -6,9 +6,15 @@
 //   BF16 at avx512bf16 (activations rounded to bf16): 2^-8 * S + 2e-5 * S.
 //   Q8_0, Q4_0 (activations quantized to int8 blocks of 32): sum_blocks sum_i |w_i| amax_b / 254,
 //     times 1.01, + 2e-5 * S; at the portable level (dequantize + fp32): 2e-5 * S.
-//   Q4_K, Q6_K (activations quantized to int8 blocks of 256): the same with 256-element blocks,
-//     + 1e-4 * S (the fp32 min / offset correction is subtracted from a larger sum).
-//   At avx512vnni+, batches of >= 128 tokens of Q4_0, Q4_K, Q6_K and of >= 32 tokens of F16 (the
+//   Q4_1, Q5_0, Q5_1, IQ4_NL: as Q4_0; Q4_1 and Q5_1 + 1e-4 * S (the fp32 min term).
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (activations quantized to int8 blocks of 256): the same
+//     with 256-element blocks, + 1e-4 * S except IQ4_XS (the fp32 min / offset correction is
+//     subtracted from a larger sum).
+//   Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS are tested on random blocks (every
+//     code, sub-block scale and bit pattern; random fp16 scales / mins of either sign), the
+//     others on quantized Gaussian rows.
+//   At avx512vnni+, batches of >= 128 tokens of the block-quantized types (not Q8_0) and of >= 32
+//   tokens of F16 (the
 //     default int16 path: weights and activations quantized to 13 bits per block of 32): per
 //     block, (amax_w * sum |x| + amax_x * sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed,
 //     times 1.01, + 2e-5 * S (for the quantized types instead of their int8 terms above).
@@ -20,12 +26,15 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "common/numerics.h"
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -41,6 +50,44 @@ struct Matrix {
   }
 };
 
+// Offsets of the fp16 fields (scales, mins) in a block of `type` (model/quants.h), for the types
+// tested on random blocks; empty for the others (tested on quantized Gaussian rows).
+std::vector<int> Fp16Fields(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ5_K:
+      return {0, 2};
+    case GgmlType::kQ2_K:
+      return {80, 82};
+    case GgmlType::kQ3_K:
+      return {108};
+    case GgmlType::kQ5_0:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS:
+      return {0};
+    default:
+      return {};
+  }
+}
+
+// A row of random blocks: random bytes (every code, scale and bit pattern), the fp16 fields
+// set to random finite values of either sign, with the magnitude `scale` / 16.
+void RandomBlocks(GgmlType type, int64_t cols, float scale, std::mt19937& rng, uint8_t* dst) {
+  const GgmlTypeTraits& t = TypeTraits(type);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> mag(0.25f, 1.0f);
+  for (int64_t b = 0; b < cols / t.block_size; ++b) {
+    uint8_t* blk = dst + b * t.type_size;
+    for (int64_t i = 0; i < t.type_size; ++i) blk[i] = static_cast<uint8_t>(byte(rng));
+    for (int off : Fp16Fields(type)) {
+      const float v = mag(rng) * scale / 16 * (byte(rng) % 2 ? 1.0f : -1.0f);
+      const uint16_t h = Fp32ToFp16(v);
+      std::memcpy(blk + off, &h, 2);
+    }
+  }
+}
+
 Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -50,6 +97,12 @@ Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
   m.deq.resize(static_cast<size_t>(rows * cols));
   std::vector<float> src(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
+    if (!Fp16Fields(type).empty()) {
+      RandomBlocks(type, cols, std::ldexp(1.0f, static_cast<int>(r % 5) - 2), rng,
+                   m.bytes.data() + r * rb);
+      DequantizeRow(type, m.bytes.data() + r * rb, m.deq.data() + r * cols, cols);
+      continue;
+    }
     // Varying magnitudes per row and some exact zeros exercise scales and the sign tricks.
     const float scale = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
     for (int64_t c = 0; c < cols; ++c) src[c] = (c % 11 == 3) ? 0.0f : normal(rng) * scale;
@@ -68,7 +121,39 @@ std::vector<float> RandomActivations(int64_t n, int64_t cols, uint32_t seed) {
   return x;
 }
 
-bool IsKQuant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+// The types whose kernels quantize the activations in blocks of 256 (kQ8K) ...
+bool IsKQuant(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+// ... and in blocks of 32 (kQ8).
+bool Is32Quant(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
+      return true;
+    default:
+      return false;
+  }
+}
+// Formats with an fp32 min / offset correction subtracted from a larger sum.
+bool HasFp32Correction(GgmlType type) {
+  return (IsKQuant(type) && type != GgmlType::kIQ4_XS) || type == GgmlType::kQ4_1 ||
+         type == GgmlType::kQ5_1;
+}
 
 // The int16 path's rounding bound for weight row w and token x (see the file comment).
 double I16Bound(const float* w, const float* x, int64_t cols) {
@@ -109,14 +194,14 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
     q8 += wsum * amax / 254.0;
   }
   double bound = 2e-5 * s + 1e-30;
-  const bool converted = m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
+  const bool converted = m.type != GgmlType::kQ8_0 && (Is32Quant(m.type) || IsKQuant(m.type));
   if (converted && level >= SimdLevel::kAvx512Vnni && n >= 128) {
     return bound + I16Bound(w, x, m.cols);  // dequantized weights, int16 activations
   }
   if (m.type == GgmlType::kBF16 && level >= SimdLevel::kAvx512Bf16) bound += s / 256.0;
-  const bool int8_acts = m.type == GgmlType::kQ8_0 || m.type == GgmlType::kQ4_0 || IsKQuant(m.type);
+  const bool int8_acts = Is32Quant(m.type) || IsKQuant(m.type);
   if (int8_acts && level > SimdLevel::kPortable) bound += 1.01 * q8;
-  if (IsKQuant(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
+  if (HasFp32Correction(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
   if (m.type == GgmlType::kF16 && F16FastPath(kDefaultF16Matmul, level, n)) {
     bound += kDefaultF16Matmul == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
   }
@@ -159,7 +244,7 @@ class MatMulTest : public ::testing::TestWithParam<Param> {};
 
 // cols per type: the smallest legal, vector / block tails, and large.
 std::vector<int64_t> ColsFor(GgmlType type) {
-  if (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) return {32, 64, 96, 1056, 4096};
+  if (Is32Quant(type)) return {32, 64, 96, 1056, 4096};
   if (IsKQuant(type)) return {256, 512, 768, 2048, 4096};
   return {1, 7, 16, 33, 100, 1056, 4096};
 }
@@ -219,13 +304,15 @@ std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
          SimdLevelName(std::get<1>(info.param));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypesAndLevels, MatMulTest,
-                         ::testing::Combine(::testing::Values(GgmlType::kF32, GgmlType::kF16,
-                                                              GgmlType::kBF16, GgmlType::kQ8_0,
-                                                              GgmlType::kQ4_0, GgmlType::kQ4_K,
-                                                              GgmlType::kQ6_K),
-                                            ::testing::ValuesIn(Levels())),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(
+    AllTypesAndLevels, MatMulTest,
+    ::testing::Combine(::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
+                                         GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                         GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
+                                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+                                         GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS),
+                       ::testing::ValuesIn(Levels())),
+    ParamName);
 
 // Each F16 batch mode: within its bound where it applies, and exactly the exact path below 32
 // tokens or below its level.
@@ -304,6 +391,12 @@ TEST(MatMulApiTest, LevelNamesParse) {
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx2), "avx2/q4_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ6_K, SimdLevel::kAvx2), "avx2/q6_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kAvx2), "avx2/q4_0");
+    for (GgmlType t : {GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
+                       GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ5_K, GgmlType::kIQ4_XS}) {
+      std::string want = std::string("avx2/") + TypeName(t);
+      for (char& c : want) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      EXPECT_EQ(KernelName(t, SimdLevel::kAvx2), want);
+    }
   }
   if (DetectSimdLevel() >= SimdLevel::kAvx512Vnni) {
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Vnni), "avx512vnni/q4_k");
