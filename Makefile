@@ -43,11 +43,11 @@ fuzz: deps
 	@cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target fuzz_targets fuzz_corpus
 	@scripts/run_fuzz.py --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS)
 
-# 10,000 mixed requests over gRPC and HTTP against a small server (tests/e2e/soak_test.py;
-# `make test` runs a 1,500-request variant).
+# 50,000 mixed requests over gRPC and HTTP against a small server (tests/e2e/soak_test.py;
+# `make test` runs 10,000 of them).
 soak: build
 	@/usr/bin/python3 tests/e2e/soak_test.py --pagoda $(PAGODA) --repo . --shared ../shared \
-	  --requests 10000
+	  --requests 50000 --concurrency 32
 
 # The container image (docker/Dockerfile) built with podman, and a run of it: health, one
 # generation, /metrics, non-root, SIGTERM -> exit 0 (scripts/image_test.py).

@@ -132,7 +132,7 @@ TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
   expected.server.listen_address = "0.0.0.0:50051";
   expected.server.metrics_address = "0.0.0.0:9090";
   expected.server.http_address = "0.0.0.0:8000";
-  expected.server.allow_unauthenticated = true;  // 0.0.0.0 without a token
+  // allow_unauthenticated stays false: on 0.0.0.0 the image needs a token to start.
   expected.model.path = "/models/model.gguf";
   EXPECT_EQ(r.value(), expected);
 }
