@@ -175,6 +175,8 @@ std::string DescribeQuantMixes() {
 
 const char* QuantMixName(QuantMix mix) { return InfoOf(mix).name.data(); }
 
+GgmlType QuantMixBaseType(QuantMix mix) { return InfoOf(mix).base; }
+
 uint32_t QuantMixFileType(QuantMix mix) { return InfoOf(mix).file_type; }
 
 std::optional<QuantMix> MixForDtype(GgmlType dtype) {

@@ -41,6 +41,7 @@ std::optional<QuantMix> ParseQuantMix(std::string_view name);
 // "one of q8_0, q4_0, ..." for error messages and --help.
 std::string DescribeQuantMixes();
 const char* QuantMixName(QuantMix mix);  // "q8_0", ...
+GgmlType QuantMixBaseType(QuantMix mix);  // the type most weights get: Q4_K for q4_k_m, ...
 // The GGUF general.file_type (llama_ftype) of the mix: Q8_0 = 7, Q4_0 = 2, Q4_K_M = 15,
 // Q5_0 = 8, Q5_K_M = 17, Q3_K_M = 12, Q2_K = 10.
 uint32_t QuantMixFileType(QuantMix mix);

@@ -17,12 +17,13 @@ struct MakeModelArgs {
 };
 
 int RunMakeModel(MakeModelArgs& args) {
-  // q4_k_m is the Q4_K_M mix, selected by its base type Q4_K (see model/quantize.h).
-  const auto dtype = ParseQuantMix(args.dtype) == QuantMix::kQ4_K_M ? std::optional(GgmlType::kQ4_K)
-                                                                    : ParseTypeName(args.dtype);
+  // A mix name (q4_k_m, q5_k_m, ...) means that mix, selected by its base type (MixForDtype);
+  // uniform types are named as GGUF names them (f32, q4_1, ...).
+  const auto mix = ParseQuantMix(args.dtype);
+  const auto dtype = mix ? std::optional(QuantMixBaseType(*mix)) : ParseTypeName(args.dtype);
   if (!dtype) {
-    std::fprintf(stderr, "error: --dtype: '%s' (expected f32, f16, bf16, q8_0, q4_0 or q4_k_m)\n",
-                 args.dtype.c_str());
+    std::fprintf(stderr, "error: --dtype: '%s' (expected a type: f32, f16, bf16, q4_1, q5_1; or a mix: %s)\n",
+                 args.dtype.c_str(), DescribeQuantMixes().c_str());
     return 2;
   }
   args.options.dtype = *dtype;
@@ -57,7 +58,8 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"tiny", "small", "medium"}));
   cmd->add_option("--dtype", args->dtype,
-                  "f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (quantized: the `pagoda quantize` mix)")
+                  "f32 | f16 | bf16 | q4_1 | q5_1, or a `pagoda quantize` mix: q8_0 | q4_0 | q4_k_m | "
+                  "q5_0 | q5_k_m | q3_k_m | q2_k")
       ->capture_default_str();
   cmd->add_option("--vocab-from", args->options.vocab_from,
                   "tokenizer.model or GGUF to take the vocabulary from (default: built-in "
