@@ -185,7 +185,7 @@ def main():
         pb, grpc = base.pb, base.grpc
         model = os.path.join(args.shared, "models/aidreams260K/aidreams260K-f32.gguf")
         server = PagodaServer(args.pagoda, "kv_cache.num_blocks=24", "kv_cache.block_size=16",
-                              "engine.max_num_seqs=8", "logging.level=warn", model=model)
+                              "engine.max_num_seqs=8", model=model)
         try:
             return run(args, server, pb, grpc)
         finally:

@@ -132,7 +132,7 @@ TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
   expected.server.listen_address = "0.0.0.0:50051";
   expected.server.metrics_address = "0.0.0.0:9090";
   expected.server.http_address = "0.0.0.0:8000";
-  expected.server.allow_unauthenticated = true;  // 0.0.0.0 without a token
+  // allow_unauthenticated stays false: the image needs PAGODA_API_KEY (or a token) on 0.0.0.0.
   expected.model.path = "/models/model.gguf";
   EXPECT_EQ(r.value(), expected);
 }
