@@ -186,6 +186,12 @@ float Sampler::Penalized(float logit, const TokenStat& stat) const {
   return logit;
 }
 
+void Sampler::ApplyLogitBias(std::span<float> logits) const {
+  for (const auto& [token, bias] : params_.logit_bias) {
+    if (token >= 0 && static_cast<size_t>(token) < logits.size()) logits[token] += bias;
+  }
+}
+
 void Sampler::ApplyPenalties(std::span<float> logits) const {
   for (const auto& [token, stat] : stats_) {
     if (static_cast<size_t>(token) < logits.size()) logits[token] = Penalized(logits[token], stat);
@@ -196,6 +202,7 @@ void Sampler::Sample(std::span<const float> logits, SampleResult* out) {
   assert(!logits.empty());
   row_.resize(logits.size());
   std::transform(logits.begin(), logits.end(), row_.begin(), Sanitized);
+  ApplyLogitBias(row_);
   ApplyPenalties(row_);
   out->token = params_.temperature < kGreedyTemperature ? ArgMax(row_) : SampleRandom();
   FillLogprobs(logits, out);
@@ -239,6 +246,7 @@ void Sampler::FillLogprobs(std::span<const float> logits, SampleResult* out) {
   out->top_logprobs.clear();
   out->logprob = 0.0f;
   if (!params_.logprobs && params_.top_logprobs <= 0) return;
+  // The raw row (no logit_bias, penalties or temperature), as vLLM V1's default raw_logprobs.
   const double lse = LogSumExp(logits);
   out->logprob = static_cast<float>(Sanitized(logits[out->token]) - lse);
   const size_t k = std::min(static_cast<size_t>(std::max(params_.top_logprobs, 0)), logits.size());

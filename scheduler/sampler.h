@@ -1,18 +1,21 @@
 // Sampler: picks the next token of ONE sequence (one sample of a request) from a logits row.
 //
-// Each step, in this order: repetition / presence / frequency penalties -> temperature ->
-// top-k -> top-p -> min-p -> draw. Temperature < kGreedyTemperature is greedy: argmax after
-// penalties, lowest id on ties. top-k keeps exactly k tokens (lowest ids win ties); top-p keeps
-// the most likely tokens while the mass before them is < top_p (at least one); min-p drops
+// Each step, in this order: logit_bias -> repetition / presence / frequency penalties ->
+// temperature -> top-k -> top-p -> min-p -> draw (vLLM V1 applies logit_bias as a logits
+// processor ahead of its penalties). Temperature < kGreedyTemperature is greedy: argmax after
+// bias and penalties, lowest id on ties. top-k keeps exactly k tokens (lowest ids win ties); top-p
+// keeps the most likely tokens while the mass before them is < top_p (at least one); min-p drops
 // tokens with p < min_p * p_max. Filters after top-k see the renormalized distribution.
 // Token counts are kept incrementally: the prompt is given at construction, each generated token
 // is reported with Observe(), so penalties cost O(distinct tokens seen), not O(length x vocab).
 // Randomness: a private mt19937_64 seeded from (request seed, sample index) only, so a seeded
 // request yields the same tokens whatever else is in the batch; unseeded requests draw a
 // nondeterministic seed. Logprobs, when asked for, are log_softmax of the RAW row (before
-// penalties and temperature), like vLLM V1. Only the first Sample() allocates (buffers reused);
-// top-k and top-p never sort the whole vocabulary (selection + a prefilter + a growing sorted
-// prefix). Thread-compatible: one thread at a time per Sampler; distinct Samplers share nothing.
+// logit_bias, penalties and temperature): the model's own distribution, as vLLM V1 returns
+// them by default (logprobs_mode "raw_logprobs"). Only the first Sample() allocates (buffers
+// reused); top-k and top-p never sort the whole vocabulary (selection + a prefilter + a growing
+// sorted prefix). Thread-compatible: one thread at a time per Sampler; distinct Samplers share
+// nothing.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +55,8 @@ class Sampler {
   void Sample(std::span<const float> logits, SampleResult* out);
   SampleResult Sample(std::span<const float> logits);
 
+  // The logit_bias step alone, in place (ids outside `logits` are skipped).
+  void ApplyLogitBias(std::span<float> logits) const;
   // The penalty step alone, in place (exposed for tests and diagnostics).
   void ApplyPenalties(std::span<float> logits) const;
 

@@ -1,8 +1,11 @@
 #include "scheduler/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace pagoda {
 namespace {
@@ -50,6 +53,31 @@ Status ValidateInts(const SamplingParams& p, int32_t vocab_size) {
   return Status::Ok();
 }
 
+Status ValidateLogitBias(std::span<const std::pair<int32_t, float>> bias, int32_t vocab_size) {
+  if (bias.size() > kMaxLogitBiasEntries) {
+    return InvalidArgument("logit_bias: at most " + std::to_string(kMaxLogitBiasEntries) +
+                           " entries, got " + std::to_string(bias.size()));
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(bias.size());
+  for (const auto& [id, value] : bias) {
+    const std::string field = "logit_bias." + std::to_string(id);
+    if (id < 0 || id >= vocab_size) {
+      return InvalidArgument(field + ": token id outside the vocabulary [0, " +
+                             std::to_string(vocab_size) + ")");
+    }
+    if (!InClosed(value, -kMaxLogitBias, kMaxLogitBias)) {
+      return InvalidArgument(field + ": bias must be in [-100, 100], got " + FormatNumber(value));
+    }
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (const auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end()) {
+    return InvalidArgument("logit_bias." + std::to_string(*dup) + ": token id given twice");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size) {
@@ -57,7 +85,8 @@ Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size) 
     return InvalidArgument("vocab_size must be positive, got " + std::to_string(vocab_size));
   }
   PAGODA_RETURN_IF_ERROR(ValidateFloats(params));
-  return ValidateInts(params, vocab_size);
+  PAGODA_RETURN_IF_ERROR(ValidateInts(params, vocab_size));
+  return ValidateLogitBias(params.logit_bias, vocab_size);
 }
 
 }  // namespace pagoda

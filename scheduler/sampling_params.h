@@ -16,10 +16,15 @@
 //   n                   1     samples per request; [1, 64]
 //   logprobs            false return the chosen token's logprob
 //   top_logprobs        0     also return the k most likely tokens' logprobs; [0, 20]
+//   logit_bias          none  (token id, bias) pairs added to the raw logits before everything
+//                             else (OpenAI / vLLM); ids in the vocabulary and distinct, bias
+//                             finite in [-100, 100], at most kMaxLogitBiasEntries pairs
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 
@@ -37,12 +42,22 @@ struct SamplingParams {
   int32_t n = 1;
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias)
 };
+
+// OpenAI's bias range: -100 bans a token, +100 makes it (nearly) the only choice.
+inline constexpr float kMaxLogitBias = 100.0f;
+// Every sampling step of every sample walks the whole list, and each sample keeps a copy, so the
+// list is bounded independently of server.max_message_bytes. 1024 is far above real use (banning
+// or boosting the few spellings of some words: tens of ids) yet keeps that walk negligible beside
+// the vocabulary-sized work of a step.
+inline constexpr size_t kMaxLogitBiasEntries = 1024;
 
 // Temperatures below this are treated as greedy (as vLLM does).
 inline constexpr float kGreedyTemperature = 1e-5f;
 
-// OK, or INVALID_ARGUMENT "<field> must be in <range>, got <value>".
+// OK, or INVALID_ARGUMENT "<field> must be in <range>, got <value>"; logit_bias errors name the
+// token: "logit_bias.<id>: ...".
 Status ValidateSamplingParams(const SamplingParams& params, int32_t vocab_size);
 
 }  // namespace pagoda

@@ -1,5 +1,6 @@
 #include "server/generation_service.h"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -45,6 +46,10 @@ void FillSampling(const v1::SamplingParams& p, SamplingParams* s, SamplingGiven*
   s->n = p.has_n() ? p.n() : 1;
   s->logprobs = p.logprobs();
   s->top_logprobs = p.top_logprobs();
+  // A protobuf map iterates in no fixed order: sorted by id, so an error names the same id
+  // every time.
+  for (const auto& [id, bias] : p.logit_bias()) s->logit_bias.emplace_back(id, bias);
+  std::sort(s->logit_bias.begin(), s->logit_bias.end());
 }
 
 // State shared between a call's reactor and the engine-thread listener; `reactor` is cleared

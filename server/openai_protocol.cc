@@ -1,5 +1,6 @@
 #include "server/openai_protocol.h"
 
+#include <charconv>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -136,8 +137,8 @@ Status ParseMessages(const json& j, ApiRequest* api) {
 
 // Fields of other features, answered 400 until they exist.
 Status RejectUnsupported(const json& j) {
-  for (const char* key : {"tools", "functions", "function_call", "logit_bias", "suffix",
-                          "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
+  for (const char* key : {"tools", "functions", "function_call", "suffix", "guided_json",
+                          "guided_regex", "guided_choice", "guided_grammar"}) {
     if (j.contains(key) && !j[key].is_null()) return NotSupported(key);
   }
   if (j.contains("tool_choice") && !j["tool_choice"].is_null() && j["tool_choice"] != "none") {
@@ -165,6 +166,25 @@ Status ParseStop(const json& j, ApiRequest* api) {
   return Status::Ok();
 }
 
+// logit_bias: {"<token id>": bias, ...} (OpenAI's shape: JSON keys are strings). Ranges, the
+// vocabulary and the entry limit are the engine's checks (ValidateSamplingParams).
+Status ParseLogitBias(const json& j, SamplingParams* s) {
+  const auto it = j.find("logit_bias");
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return InvalidArgument("logit_bias: expected an object of token id: bias");
+  for (const auto& [key, value] : it->items()) {
+    const std::string field = "logit_bias." + key;
+    int32_t id = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || key.empty()) {
+      return InvalidArgument(field + ": expected a token id (an integer) as the key");
+    }
+    if (!value.is_number()) return InvalidArgument(field + ": expected a number (the bias)");
+    s->logit_bias.emplace_back(id, value.get<float>());
+  }
+  return Status::Ok();
+}
+
 Status ParseSampling(const json& j, OpenAiEndpoint endpoint, SamplingParams* s,
                      SamplingGiven* given) {
   const auto has = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
@@ -185,6 +205,7 @@ Status ParseSampling(const json& j, OpenAiEndpoint endpoint, SamplingParams* s,
   std::optional<int32_t> best_of;
   PAGODA_RETURN_IF_ERROR(Get(j, "best_of", &best_of));
   if (best_of && *best_of != s->n) return NotSupported("best_of");
+  PAGODA_RETURN_IF_ERROR(ParseLogitBias(j, s));
   if (endpoint == OpenAiEndpoint::kCompletions) {  // logprobs: the number of top logprobs
     std::optional<int32_t> logprobs;
     PAGODA_RETURN_IF_ERROR(Get(j, "logprobs", &logprobs));

@@ -7,17 +7,16 @@
 // without logprobs: each choice's text starts with its prompt's), messages (content as a
 // string or text parts), max_tokens / max_completion_tokens, temperature, top_p, n, stop (string or
 // array), seed, presence_penalty, frequency_penalty, logprobs (+ top_logprobs for chat), stream,
-// stream_options, user; vLLM's extras top_k, min_p, repetition_penalty, stop_token_ids,
-// ignore_eos, include_stop_str_in_output, add_special_tokens, priority, request_id,
-// return_tokens_as_token_ids, and for chat add_generation_prompt and chat_template_kwargs;
-// llama.cpp's parse_special (completions: whether control-token text in the prompt is the
-// control token). Messages may have the roles system, user, assistant and tool; text parts of
-// a content list are joined with "\n" (as vLLM does).
-// Answered 400 "...: not supported yet": tools / tool_choice / functions / tool_calls,
-// response_format other than text, guided decoding, logit_bias, echo with logprobs (prompt
-// logprobs) or on chat, suffix, best_of > n, non-text message parts.
-// Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are INVALID_ARGUMENT
-// whose message starts with the offending field.
+// stream_options, user, logit_bias ({"<token id>": bias}); vLLM's extras top_k, min_p,
+// repetition_penalty, stop_token_ids, ignore_eos, include_stop_str_in_output, add_special_tokens,
+// priority, request_id, return_tokens_as_token_ids, and for chat add_generation_prompt and
+// chat_template_kwargs; llama.cpp's parse_special (completions: whether control-token text in the
+// prompt is the control token). Messages may have the roles system, user, assistant and tool; text
+// parts of a content list are joined with "\n" (as vLLM does). Answered 400 "...: not supported
+// yet": tools / tool_choice / functions / tool_calls, response_format other than text, guided
+// decoding, echo with logprobs (prompt logprobs) or on chat, suffix, best_of > n, non-text message
+// parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors are
+// INVALID_ARGUMENT whose message starts with the offending field.
 #pragma once
 
 #include <cstdint>

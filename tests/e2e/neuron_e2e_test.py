@@ -5,7 +5,8 @@
 This file covers:
 - greedy parity with the aidreams260K reference (which is what the cpu backend gives),
   including concurrent requests that span several buckets;
-- an injected request-level execute failure, which fails only that step's requests;
+- an injected request-level execute failure, which fails only that step's requests (over
+  gRPC, and over HTTP as OpenAI's error body with code 500; see the known gap there);
 - a fatal status, after which health reports NOT_SERVING;
 - zero runtime objects leaked at shutdown;
 - every start-up failure of the real binary, with its exact stderr message and exit code.
@@ -233,6 +234,37 @@ class NeuronServeTest(unittest.TestCase):
             self.assertTrue(server.wait_idle())
             self.assertEqual(server.metric("pagoda:request_success_total",
                                            'finished_reason="error"'), len(failed))
+            self.assertEqual(http_status(server, "/health"), 200)
+        finally:
+            rc, log, counters = self.shutdown(server)
+        self.assert_clean_shutdown(rc, log, counters)
+
+    def test_failed_step_answers_an_openai_500_body_over_http(self):
+        """The OpenAI API's backend failure: the first execution after warm-up fails
+        (request-level status 1003), so that request's step fails and /v1/completions answers
+        OpenAI's error body with code 500 / server_error; the next request is served normally.
+
+        KNOWN GAP (issue 15 asks for HTTP status 500): a non-streamed answer is sent through a
+        chunked content provider (so a disconnect is noticed while it runs), and cpp-httplib
+        0.11.4 writes the status line before the provider runs, so the status is 200 and only
+        the body says 500. The assertion below pins today's status so a fix shows up here."""
+        server = self.start(FAKE_NRT_FAIL=f"nrt_execute:1003:{WARMUP_EXECUTES + 1}")
+        try:
+            case = self.ref["cases"][1]
+            body = {"prompt": case["prompt_tokens"], "max_tokens": 4, "temperature": 0,
+                    "stop_token_ids": [1], "logprobs": 0, "return_tokens_as_token_ids": True}
+            status, resp = server.json("/v1/completions", body)
+            self.assertEqual(status, 200, resp)  # the KNOWN GAP above: should be 500
+            self.assertEqual(sorted(resp), ["error"])
+            err = resp["error"]
+            self.assertEqual(sorted(err), ["code", "message", "param", "type"])
+            self.assertEqual((err["type"], err["code"], err["param"]), ("server_error", 500, None))
+            self.assertIn("NRT_EXEC_COMPLETED_WITH_NUM_ERR (1003)", err["message"])
+            status, resp = server.json("/v1/completions", body)
+            self.assertEqual(status, 200, resp)
+            tokens = [int(t[len("token_id:"):]) for t in resp["choices"][0]["logprobs"]["tokens"]]
+            self.assertEqual(tokens, self.expected(case, 4))
+            self.assertTrue(server.wait_idle())
             self.assertEqual(http_status(server, "/health"), 200)
         finally:
             rc, log, counters = self.shutdown(server)

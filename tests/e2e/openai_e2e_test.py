@@ -242,6 +242,33 @@ class AidreamsHttpTest(unittest.TestCase):
         self.assertEqual(whole["object"], "chat.completion")
         self.assertTrue(whole["id"].startswith("chatcmpl-"))
 
+    def test_logit_bias_forces_and_bans_tokens(self):
+        """logit_bias {"<id>": 100} makes every greedy token that id (completions, streamed and
+        chat); -100 on the reference's first token bans it; logprobs stay the model's own."""
+        case = self.ref["cases"][0]
+        expected = self.expected(case)
+        forced = next(t for t in range(100, 200) if t not in expected[:8])
+        body = self.greedy_body(case, max_tokens=8, logit_bias={str(forced): 100})
+        status, resp = self.server.json("/v1/completions", body)
+        self.assertEqual(status, 200, resp)
+        logprobs = resp["choices"][0]["logprobs"]
+        self.assertEqual(self.ids(logprobs["tokens"]), [forced] * 8)
+        self.assertLess(logprobs["token_logprobs"][0], -0.6)  # not the argmax: p <= 1/2
+        self.assertEqual(self.streamed(body)[0], [forced] * 8)
+        status, resp = self.server.json("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Echoes"}], "max_tokens": 4,
+            "temperature": 0, "logprobs": True, "return_tokens_as_token_ids": True,
+            "logit_bias": {str(forced): 100}})
+        self.assertEqual(status, 200, resp)
+        self.assertEqual([c["token"] for c in resp["choices"][0]["logprobs"]["content"]],
+                         [f"token_id:{forced}"] * 4)
+        status, resp = self.server.json("/v1/completions", self.greedy_body(
+            case, max_tokens=4, logit_bias={str(expected[0]): -100}))
+        self.assertEqual(status, 200, resp)
+        tokens = self.ids(resp["choices"][0]["logprobs"]["tokens"])
+        self.assertTrue(tokens)
+        self.assertNotIn(expected[0], tokens)
+
     def test_n_samples(self):
         status, resp = self.server.json("/v1/completions", {
             "prompt": "Echoes", "max_tokens": 5, "n": 3, "temperature": 0.9, "seed": 7})
@@ -263,6 +290,13 @@ class AidreamsHttpTest(unittest.TestCase):
             ("/v1/completions", {"prompt": ["a", [1, 99999]]}, 400, "prompt[1]"),
             ("/v1/completions", {"prompt": "hi", "echo": True, "logprobs": 1}, 400, "echo"),
             ("/v1/completions", {"prompt": "hi", "model": "gpt-4"}, 404, "model"),
+            ("/v1/completions", {"prompt": "hi", "logit_bias": {"abc": 1}}, 400,
+             "logit_bias.abc"),
+            ("/v1/completions", {"prompt": "hi", "logit_bias": {"5": "x"}}, 400, "logit_bias.5"),
+            ("/v1/completions", {"prompt": "hi", "logit_bias": {"99999": 1}}, 400,
+             "logit_bias.99999"),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                      "logit_bias": {"5": 101}}, 400, "logit_bias.5"),
             ("/v1/chat/completions", {"messages": []}, 400, "messages"),
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                                       "tools": [{"type": "function"}]}, 400, "tools"),
@@ -299,6 +333,9 @@ class AidreamsHttpTest(unittest.TestCase):
         self.assertEqual((status, resp["error"]["message"]), (404, "no route POST /v1/embeddings"))
         status, resp = self.server.json("/v1/completions", {"prompt": "x", "echo": "yes"})
         self.assertEqual((status, resp["error"]["param"]), (400, "echo"))
+        status, resp = self.server.json("/v1/completions",
+                                        {"prompt": "x", "logit_bias": {"1.5": 1}})
+        self.assertEqual((status, resp["error"]["param"]), (400, "logit_bias.1.5"))
 
     def test_models_tokenize_detokenize(self):
         status, models = self.server.json("/v1/models")

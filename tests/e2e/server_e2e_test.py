@@ -155,6 +155,38 @@ class AidreamsTest(unittest.TestCase):
             for case, fut in zip(cases, futures):
                 self.assertEqual(fut.result()[0], self.expected(case))
 
+    def test_logit_bias_forces_and_bans_tokens(self):
+        """SamplingParams.logit_bias: +100 on one id makes greedy emit only it; -100 on the
+        reference's first token makes greedy choose another; logprobs stay the model's own."""
+        case = self.ref["cases"][0]
+        expected = self.expected(case)
+        forced = next(t for t in range(100, 200) if t not in expected[:8])
+        req = self.request_for(case)
+        req.stopping.max_tokens = 8
+        req.sampling.logprobs = True
+        req.sampling.logit_bias[forced] = 100.0
+        resp = self.server.stub.Complete(req)
+        completion = resp.completions[0]
+        self.assertEqual(list(completion.token_ids), [forced] * 8)
+        # Not the model's argmax, so its raw probability is at most 1/2.
+        self.assertLess(completion.logprobs[0].logprob, -0.6)
+        self.assertEqual(stream_tokens(self.server.stub, req)[0], [forced] * 8)
+        banned = self.request_for(case)
+        banned.stopping.max_tokens = 4
+        banned.sampling.logit_bias[expected[0]] = -100.0
+        tokens = stream_tokens(self.server.stub, banned)[0]
+        self.assertTrue(tokens)
+        self.assertNotIn(expected[0], tokens)
+        for bias, detail in (({99999: 1.0}, "logit_bias.99999: token id outside the vocabulary"),
+                             ({5: 100.5}, "logit_bias.5: bias must be in [-100, 100]")):
+            bad = self.request_for(case)
+            for token, value in bias.items():
+                bad.sampling.logit_bias[token] = value
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.server.stub.Complete(bad)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertTrue(cm.exception.details().startswith(detail), cm.exception.details())
+
     def test_validation_errors(self):
         ctx = self.ref["config"]["seq_len"]
         bad = [

@@ -16,6 +16,7 @@ namespace {
 using testing::ByteToken;
 using testing::FakeBackend;
 using testing::FakeGreedy;
+using testing::kFakeVocab;
 
 struct Collected {
   std::map<int32_t, std::vector<int32_t>> tokens;
@@ -265,8 +266,37 @@ TEST_F(EngineTest, ValidationAndQueueLimits) {
   Request bad = Greedy("t", {5}, 3);
   bad.sampling.top_p = 0.0f;
   EXPECT_EQ(engine_->Submit(bad).status().code(), StatusCode::kInvalidArgument);
+  Request biased = Greedy("b", {5}, 3);
+  biased.sampling.logit_bias = {{kFakeVocab, 1.0f}};
+  const Status out_of_vocab = engine_->Submit(biased).status();
+  EXPECT_EQ(out_of_vocab.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(out_of_vocab.message().rfind("logit_bias." + std::to_string(kFakeVocab) + ":", 0), 0u)
+      << out_of_vocab.message();
+  biased.sampling.logit_bias = {{7, 150.0f}};
+  EXPECT_EQ(engine_->Submit(biased).status().message().rfind("logit_bias.7: bias", 0), 0u);
   ASSERT_TRUE(engine_->Submit(Greedy("dup", {5}, 3)).ok());
   EXPECT_EQ(engine_->Submit(Greedy("dup", {5}, 3)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, LogitBiasSteersEveryStep) {
+  Make(64, 4);
+  const std::vector<int32_t> prompt = Prompt(6, 3);
+  const std::vector<int32_t> greedy = FakeGreedy(prompt, 8);
+  const int32_t forced = ByteToken('z');
+  ASSERT_NE(greedy[0], forced);
+  Request r = Greedy("forced", prompt, 8);
+  r.sampling.logit_bias = {{forced, 100.0f}};
+  Request banned = Greedy("banned", prompt, 8);
+  banned.sampling.logit_bias = {{greedy[0], -100.0f}};
+  auto s1 = Submit(std::move(r));
+  auto s2 = Submit(std::move(banned));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_EQ(Drain(*s1).tokens[0], std::vector<int32_t>(8, forced));
+  const Collected c2 = Drain(*s2);
+  ASSERT_FALSE(c2.tokens.at(0).empty());
+  EXPECT_NE(c2.tokens.at(0)[0], greedy[0]);
+  for (int32_t t : c2.tokens.at(0)) EXPECT_NE(t, greedy[0]);
+  EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
 }
 
 // engine.max_model_len: 1 made a server that rejected every request; it is refused at start-up.

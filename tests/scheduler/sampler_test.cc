@@ -343,6 +343,65 @@ TEST(SamplerTest, LogprobsComeFromRawLogits) {
   }
 }
 
+TEST(SamplerTest, LogitBiasMakesGreedyPickOrAvoidAToken) {
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_EQ(Sampler(p).Sample(logits).token, 1);
+  p.logit_bias = {{2, 100.0f}};  // the least likely token becomes the argmax
+  EXPECT_EQ(Sampler(p).Sample(logits).token, 2);
+  p.logit_bias = {{1, -100.0f}};  // banned: its tie partner wins
+  EXPECT_EQ(Sampler(p).Sample(logits).token, 3);
+  p.logit_bias = {{1, -100.0f}, {3, -100.0f}, {5, -1.5f}};  // 5: 2 - 1.5 < 1
+  EXPECT_EQ(Sampler(p).Sample(logits).token, 0);
+}
+
+TEST(SamplerTest, LogitBiasBansATokenWhenSampling) {
+  const std::vector<float> logits = {5.0f, 1.0f, 0.0f, 1.0f};
+  SamplingParams p = Seeded();
+  EXPECT_TRUE(DrawnSet(p, logits).contains(0));
+  p.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(DrawnSet(p, logits), (std::set<int32_t>{1, 2, 3}));
+  p.top_k = 2;  // the filters see the biased row: the ban is not undone by top-k
+  EXPECT_EQ(DrawnSet(p, logits), (std::set<int32_t>{1, 3}));
+  p.top_k = 0;
+  p.logit_bias = {{2, 100.0f}};
+  EXPECT_EQ(DrawnSet(p, logits), (std::set<int32_t>{2}));
+}
+
+TEST(SamplerTest, LogitBiasAppliesBeforePenalties) {
+  // Token 0 is in the prompt (repetition penalty 2). Bias first: (2 + 2.5) / 2 = 2.25 < 3, so
+  // token 1 wins; penalty first would give 2 / 2 + 2.5 = 3.5 > 3 and pick token 0.
+  const std::vector<float> logits = {2.0f, 3.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 2.0f;
+  p.logit_bias = {{0, 2.5f}};
+  const std::vector<int32_t> prompt = {0};
+  Sampler sampler(p, 0, prompt);
+  EXPECT_EQ(sampler.Sample(logits).token, 1);
+  std::vector<float> row = logits;
+  sampler.ApplyLogitBias(row);
+  EXPECT_FLOAT_EQ(row[0], 4.5f);
+  EXPECT_FLOAT_EQ(row[1], 3.0f);
+}
+
+TEST(SamplerTest, LogprobsIgnoreLogitBias) {
+  // As vLLM V1's default (raw_logprobs): the model's distribution, not the biased one.
+  const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f};
+  const std::vector<double> expected = LogSoftmax(logits);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = true;
+  p.top_logprobs = 1;
+  p.logit_bias = {{2, 100.0f}};
+  const SampleResult r = Sampler(p).Sample(logits);
+  EXPECT_EQ(r.token, 2);
+  EXPECT_NEAR(r.logprob, expected[2], 1e-5);
+  ASSERT_EQ(r.top_logprobs.size(), 1u);
+  EXPECT_EQ(r.top_logprobs[0].first, 1);
+}
+
 TEST(SamplerTest, TopLogprobsSortedOnRandomRows) {
   std::mt19937 gen(8);
   std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -457,6 +516,36 @@ TEST(ValidateSamplingParamsTest, ErrorsNameTheField) {
     ExpectInvalid(p, "top_logprobs");
   }
   EXPECT_EQ(ValidateSamplingParams(SamplingParams{}, 0).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ValidateSamplingParamsTest, LogitBiasChecksIdsValuesAndSize) {
+  SamplingParams p;
+  p.logit_bias = {{0, -100.0f}, {99, 100.0f}, {7, 0.0f}};
+  EXPECT_TRUE(ValidateSamplingParams(p, 100).ok());
+  const auto message = [](std::vector<std::pair<int32_t, float>> bias) {
+    SamplingParams q;
+    q.logit_bias = std::move(bias);
+    const Status st = ValidateSamplingParams(q, 100);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    return st.message();
+  };
+  EXPECT_EQ(message({{3, 1.0f}, {100, 1.0f}}),
+            "logit_bias.100: token id outside the vocabulary [0, 100)");
+  EXPECT_EQ(message({{-1, 1.0f}}), "logit_bias.-1: token id outside the vocabulary [0, 100)");
+  EXPECT_EQ(message({{5, 100.5f}}), "logit_bias.5: bias must be in [-100, 100], got 100.5");
+  EXPECT_EQ(message({{5, -101.0f}}), "logit_bias.5: bias must be in [-100, 100], got -101");
+  EXPECT_NE(message({{5, std::nanf("")}}).find("logit_bias.5: bias"), std::string::npos);
+  EXPECT_NE(message({{5, INFINITY}}).find("logit_bias.5: bias"), std::string::npos);
+  EXPECT_EQ(message({{9, 1.0f}, {4, 2.0f}, {9, 3.0f}}), "logit_bias.9: token id given twice");
+  std::vector<std::pair<int32_t, float>> many;
+  for (int32_t id = 0; id < static_cast<int32_t>(kMaxLogitBiasEntries); ++id) {
+    many.emplace_back(id, 1.0f);
+  }
+  p.logit_bias = many;
+  EXPECT_TRUE(ValidateSamplingParams(p, 2048).ok());
+  p.logit_bias.emplace_back(2000, 1.0f);
+  EXPECT_EQ(ValidateSamplingParams(p, 2048).message(),
+            "logit_bias: at most 1024 entries, got 1025");
 }
 
 TEST(ValidateSamplingParamsTest, MessageGivesRangeAndValue) {

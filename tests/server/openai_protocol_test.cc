@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "server/serving_context.h"
 
@@ -167,13 +170,47 @@ TEST(ParseOpenAiRequest, ErrorsNameTheField) {
             "response_format: not supported yet");
 }
 
+TEST(ParseOpenAiRequest, LogitBiasIsAnObjectOfTokenIdStrings) {
+  const OpenAiRequest r =
+      Parse(kChat, R"({"messages": [], "logit_bias": {"15": 100, "7": -2.5, "0": 0}})");
+  std::vector<std::pair<int32_t, float>> bias = r.api.sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{0, 0.0f}, {7, -2.5f}, {15, 100.0f}}));
+  EXPECT_TRUE(Parse(kCompletions, R"({"prompt": "a", "logit_bias": null})")
+                  .api.sampling.logit_bias.empty());
+  EXPECT_TRUE(
+      Parse(kCompletions, R"({"prompt": "a", "logit_bias": {}})").api.sampling.logit_bias.empty());
+  // Ranges and the vocabulary are the engine's checks: out-of-range values parse.
+  EXPECT_EQ(Parse(kCompletions, R"({"prompt": "a", "logit_bias": {"99999999": 500}})")
+                .api.sampling.logit_bias.size(),
+            1u);
+}
+
+TEST(ParseOpenAiRequest, LogitBiasErrorsNameTheKey) {
+  EXPECT_EQ(ParseError(kCompletions, R"({"prompt": "a", "logit_bias": {"abc": 1}})"),
+            "logit_bias.abc: expected a token id (an integer) as the key");
+  for (const char* key : {"1.5", "", " 1", "1x", "99999999999"}) {
+    const std::string body = std::string(R"({"prompt": "a", "logit_bias": {")") + key + R"(": 1}})";
+    EXPECT_EQ(ParseError(kCompletions, body).rfind("logit_bias." + std::string(key) + ": ", 0), 0u)
+        << body;
+  }
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "logit_bias": {"12": "high"}})"),
+            "logit_bias.12: expected a number (the bias)");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "logit_bias": {"12": null}})"),
+            "logit_bias.12: expected a number (the bias)");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "logit_bias": [1, 2]})"),
+            "logit_bias: expected an object of token id: bias");
+  const auto body = nlohmann::json::parse(
+      OpenAiErrorBody(InvalidArgument("logit_bias.abc: expected a token id (an integer)")));
+  EXPECT_EQ(body["error"]["param"], "logit_bias.abc");
+}
+
 TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
   for (const char* body : {
            R"({"messages": [], "tools": [{"type": "function"}]})",
            R"({"messages": [], "tool_choice": "auto"})",
            R"({"messages": [], "response_format": {"type": "json_schema"}})",
            R"({"messages": [], "guided_json": {}})",
-           R"({"messages": [], "logit_bias": {"1": 5}})",
            R"({"messages": [{"role": "assistant", "tool_calls": []}]})",
            R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        }) {

@@ -109,6 +109,18 @@ async function errors() {
   assert.equal((await r.json()).error.type, 'authentication_error');
 }
 
+// logit_bias through the SDK: +100 on one id makes greedy emit only it; a bad key is a 400.
+async function logitBias() {
+  const r = await client.completions.create({
+    model, prompt: 'Echoes', max_tokens: 6, temperature: 0, logprobs: 0,
+    return_tokens_as_token_ids: true, logit_bias: {'150': 100}});
+  assert.deepEqual(tokenIds(r.choices[0].logprobs.tokens), Array(6).fill(150));
+  await expectError(
+      client.chat.completions.create({model, messages: [{role: 'user', content: 'x'}],
+                                      logit_bias: {'abc': 1}}),
+      OpenAI.BadRequestError, 400, /logit_bias\.abc/);
+}
+
 // n = 2 with a seed: two choices, and the same seed gives the same choices, whole or streamed
 // (the streamed deltas interleave by index).
 async function seededSamples() {
@@ -246,7 +258,7 @@ async function queueFullAndBodyTooLarge() {
 
 (async () => {
   for (const [name, fn] of Object.entries({
-         models, referenceCompletions, chat, errors, seededSamples, concurrentStreams,
+         models, referenceCompletions, chat, errors, logitBias, seededSamples, concurrentStreams,
          invalidJson, overloaded, cancellation, queueFullAndBodyTooLarge})) {
     await fn();
     console.log(`ok ${name}`);
