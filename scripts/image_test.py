@@ -8,7 +8,8 @@ Starts the image with podman (runc, cgroupfs: ../shared/docs/containers.md) on t
 with the model mounted at /models/model.gguf and a bearer token from PAGODA_API_KEY, then
 checks, with the host's pagoda binary as the client: gRPC health SERVING; a greedy generation
 equal to the same generation run in-process on the host; GET /metrics; the server process runs
-as uid 10001, not root; SIGTERM (podman stop) ends it with exit code 0. Prints the image size
+as uid 10001, not root; SIGTERM (podman stop) ends it with exit code 0; started without a
+token on its default 0.0.0.0 addresses it refuses to serve. Prints the image size
 and what it adds to its base image. Removes its container whatever happens.
 """
 import argparse
@@ -61,7 +62,7 @@ def generate(pagoda, *target):
     if r.returncode != 0:
         return None, r.stderr.strip()
     out = json.loads(r.stdout)  # timings aside: what was generated
-    return {k: out.get(k) for k in ("prompt_token_ids", "token_ids", "text", "finish_reason")}, ""
+    return {k: out.get(k) for k in ("token_ids", "text", "finish_reason")}, ""
 
 
 def main():
@@ -113,6 +114,12 @@ def main():
                   results)
         finally:
             run(["podman", "rm", "-f", name], env=env)
+        # Safe by default: on 0.0.0.0 (the image's config) without a token it must not start.
+        bare = run(["podman", "--runtime", "runc", "run", "--rm", "--network=none", args.image],
+                   env=env, timeout=120)
+        check(bare.returncode != 0 and "allow_unauthenticated" in bare.stderr + bare.stdout,
+              f"without a token the image refuses to serve on 0.0.0.0 (exit {bare.returncode})",
+              results)
     size, base = image_size(args.image), image_size(BASE)
     summary = {"image": args.image, "image_mb": round(size / 1e6, 1),
                "added_to_base_mb": round((size - base) / 1e6, 1), "checks": results,
