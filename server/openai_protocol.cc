@@ -145,7 +145,8 @@ Status RejectUnsupported(const json& j) {
     return NotSupported("tool_choice");
   }
   if (const auto rf = j.find("response_format");
-      rf != j.end() && !rf->is_null() && (!rf->is_object() || (*rf)["type"] != "text")) {
+      rf != j.end() && !rf->is_null() &&
+      (!rf->is_object() || !rf->contains("type") || rf->at("type") != "text")) {
     return NotSupported("response_format");
   }
   return Status::Ok();
