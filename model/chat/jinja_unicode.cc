@@ -14,6 +14,17 @@ bool InPairBlock(char32_t c, char32_t lo, char32_t hi, bool upper_even, bool* is
   return true;
 }
 
+// The blocks where upper and lower case alternate in pairs (Latin Extended-A, Cyrillic, Latin
+// Extended Additional); *up tells whether c is the upper one of its pair.
+bool InCasePairBlocks(char32_t c, bool* up) {
+  return InPairBlock(c, 0x100, 0x12F, true, up) || InPairBlock(c, 0x132, 0x137, true, up) ||
+         InPairBlock(c, 0x139, 0x148, false, up) || InPairBlock(c, 0x14A, 0x177, true, up) ||
+         InPairBlock(c, 0x179, 0x17E, false, up) || InPairBlock(c, 0x460, 0x481, true, up) ||
+         InPairBlock(c, 0x48A, 0x4BF, true, up) || InPairBlock(c, 0x4C1, 0x4CE, false, up) ||
+         InPairBlock(c, 0x4D0, 0x52F, true, up) || InPairBlock(c, 0x1E00, 0x1E95, true, up) ||
+         InPairBlock(c, 0x1EA0, 0x1EFF, true, up);
+}
+
 // Simple (one-to-one) lower-case mapping; returns c when it has none.
 char32_t LowerOf(char32_t c) {
   if (InRange(c, 'A', 'Z')) return c + 32;
@@ -21,12 +32,7 @@ char32_t LowerOf(char32_t c) {
   if (InRange(c, 0xC0, 0xDE) && c != 0xD7) return c + 32;
   if (c == 0x178) return 0xFF;
   bool up = false;
-  if (InPairBlock(c, 0x100, 0x12F, true, &up) || InPairBlock(c, 0x132, 0x137, true, &up) ||
-      InPairBlock(c, 0x139, 0x148, false, &up) || InPairBlock(c, 0x14A, 0x177, true, &up) ||
-      InPairBlock(c, 0x179, 0x17E, false, &up) || InPairBlock(c, 0x460, 0x481, true, &up) ||
-      InPairBlock(c, 0x48A, 0x4BF, true, &up) || InPairBlock(c, 0x4C1, 0x4CE, false, &up) ||
-      InPairBlock(c, 0x4D0, 0x52F, true, &up) || InPairBlock(c, 0x1E00, 0x1E95, true, &up) ||
-      InPairBlock(c, 0x1EA0, 0x1EFF, true, &up)) {
+  if (InCasePairBlocks(c, &up)) {
     return up ? c + 1 : c;
   }
   if (c == 0x130) return 'i';
@@ -53,12 +59,7 @@ char32_t UpperOf(char32_t c) {
   if (c == 0x131) return 'I';
   if (c == 0x17F) return 'S';
   bool up = false;
-  if (InPairBlock(c, 0x100, 0x12F, true, &up) || InPairBlock(c, 0x132, 0x137, true, &up) ||
-      InPairBlock(c, 0x139, 0x148, false, &up) || InPairBlock(c, 0x14A, 0x177, true, &up) ||
-      InPairBlock(c, 0x179, 0x17E, false, &up) || InPairBlock(c, 0x460, 0x481, true, &up) ||
-      InPairBlock(c, 0x48A, 0x4BF, true, &up) || InPairBlock(c, 0x4C1, 0x4CE, false, &up) ||
-      InPairBlock(c, 0x4D0, 0x52F, true, &up) || InPairBlock(c, 0x1E00, 0x1E95, true, &up) ||
-      InPairBlock(c, 0x1EA0, 0x1EFF, true, &up)) {
+  if (InCasePairBlocks(c, &up)) {
     return up ? c : c - 1;
   }
   if (c == 0x3C2) return 0x3A3;

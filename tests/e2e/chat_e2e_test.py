@@ -275,9 +275,7 @@ def main():
     parser.add_argument("--shared", required=True)
     ARGS, rest = parser.parse_known_args()
     base.ARGS = ARGS
-    with tempfile.TemporaryDirectory() as stubs:
-        base.compile_protos(stubs)
-        unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    sys.exit(base.run_tests(rest))
 
 
 if __name__ == "__main__":
