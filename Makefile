@@ -3,6 +3,7 @@ BUILD_DIR ?= build
 ASAN_BUILD_DIR ?= build-asan
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= 0
 JOBS ?= $(shell nproc)
 PAGODA := $(BUILD_DIR)/bin/pagoda
 
@@ -36,12 +37,14 @@ test-asan: deps
 	@cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # libFuzzer targets of every parser of outside input (tests/fuzz/), built with clang + ASan +
-# UBSan, each run for FUZZ_SECONDS; crash inputs go to build-fuzz/fuzz-artifacts/.
+# UBSan, each run for FUZZ_SECONDS (or until FUZZ_RUNS executions when set); crash inputs go to
+# build-fuzz/fuzz-artifacts/.
 fuzz: deps
 	@cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DPAGODA_FUZZ=ON -DPAGODA_TEST_SUBDIRS=fuzz >/dev/null
 	@cmake --build $(FUZZ_BUILD_DIR) -j$(JOBS) --target fuzz_targets fuzz_corpus
-	@scripts/run_fuzz.py --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS)
+	@scripts/run_fuzz.py --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS) \
+	  --runs $(FUZZ_RUNS)
 
 # 50,000 mixed requests over gRPC and HTTP against a small server (tests/e2e/soak_test.py;
 # `make test` runs 10,000 of them).

@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -551,21 +552,76 @@ Status ValidateImpl(const PagodaConfig& c, const MarkMap* marks, const std::stri
   return ValidateCrossKeys(c, marks, file);
 }
 
-Result<PagodaConfig> ParseUnguarded(std::string_view yaml_text, const std::string& filename) {
-  const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));
-  if (docs.size() > 1) {
-    return InvalidArgument(Where(filename, docs[1].Mark()) + "expected one YAML document, got " +
-                           std::to_string(docs.size()));
+// Where each document of a YAML stream starts, and where its first node is.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  struct Document {
+    YAML::Mark start;
+    std::optional<YAML::Mark> first_node;
+  };
+  std::vector<Document> documents;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { documents.push_back({mark, {}}); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
   }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Node(const YAML::Mark& mark) {
+    if (!documents.empty() && !documents.back().first_node) documents.back().first_node = mark;
+  }
+};
+
+// The config's one YAML document. Not YAML::LoadAll: yaml-cpp 0.7's LoadAll never returns on a
+// stray flow indicator at the top level (a lone ",": every HandleNextDocument call reports a new
+// empty document at the same place), so documents are counted here, each required to start
+// past the one before it.
+Result<YAML::Node> LoadOneDocument(std::string_view yaml_text, const std::string& filename) {
+  std::istringstream in{std::string(yaml_text)};
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  std::vector<DocumentMarks::Document>& docs = marks.documents;
+  while (parser.HandleNextDocument(marks)) {
+    if (docs.size() >= 2 && docs.back().start.pos <= docs[docs.size() - 2].start.pos) {
+      const size_t pos = static_cast<size_t>(std::max(docs.back().start.pos, 0));
+      const std::string what =
+          pos < yaml_text.size() ? "'" + std::string(1, yaml_text[pos]) + "'" : "end of input";
+      return InvalidArgument(Where(filename, docs.back().start) + "YAML syntax error: unexpected " +
+                             what + " outside a flow collection");
+    }
+  }
+  if (docs.size() > 1) {
+    return InvalidArgument(Where(filename, docs[1].first_node.value_or(docs[1].start)) +
+                           "expected one YAML document, got " + std::to_string(docs.size()));
+  }
+  return YAML::Load(std::string(yaml_text));
+}
+
+Result<PagodaConfig> ParseUnguarded(std::string_view yaml_text, const std::string& filename) {
+  PAGODA_ASSIGN_OR_RETURN(const YAML::Node doc, LoadOneDocument(yaml_text, filename));
   ParseState st{filename, PagodaConfig{}, {}};
-  if (docs.empty() || docs[0].IsNull()) return st.config;
-  if (!docs[0].IsMap()) {
-    return InvalidArgument(Where(filename, docs[0].Mark()) +
+  if (!doc || doc.IsNull()) return st.config;
+  if (!doc.IsMap()) {
+    return InvalidArgument(Where(filename, doc.Mark()) +
                            "expected a mapping of sections (server, model, engine, kv_cache, "
                            "backend, logging) at the top level, got " +
-                           Describe(docs[0]));
+                           Describe(doc));
   }
-  PAGODA_RETURN_IF_ERROR(WalkMapping(docs[0], "", st));
+  PAGODA_RETURN_IF_ERROR(WalkMapping(doc, "", st));
   PAGODA_RETURN_IF_ERROR(ValidateImpl(st.config, &st.marks, filename));
   return st.config;
 }

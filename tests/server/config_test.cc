@@ -329,6 +329,17 @@ TEST(ConfigErrors, SyntaxErrorsHaveAPosition) {
             "x.yaml:3:2: YAML syntax error: end of map not found");
 }
 
+// yaml-cpp's LoadAll never returns on these (found by fuzz_config_yaml; the fuzzer's input is
+// in tests/fuzz/regressions/config_yaml/).
+TEST(ConfigErrors, StrayFlowIndicatorIsAnErrorNotAHang) {
+  EXPECT_EQ(ParseError(","),
+            "x.yaml:1:1: YAML syntax error: unexpected ',' outside a flow collection");
+  EXPECT_EQ(ParseError("# comment\n,\n"),
+            "x.yaml:2:1: YAML syntax error: unexpected ',' outside a flow collection");
+  EXPECT_EQ(ParseError("a: 1\n---\n,\n"),
+            "x.yaml:3:1: YAML syntax error: unexpected ',' outside a flow collection");
+}
+
 TEST(ConfigErrors, CrossKeyRulesPointAtTheKey) {
   EXPECT_EQ(ParseError("server:\n  tls:\n    cert_file: /c.pem\n"),
             "x.yaml:3:5: server.tls: cert_file is set but key_file is not (set both for TLS, "
