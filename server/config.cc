@@ -518,7 +518,8 @@ Status ValidateCrossKeys(const PagodaConfig& c, const MarkMap* marks, const std:
                         c.server.listen_address + ")");
   }
   for (const std::string* other : {&c.server.listen_address, &c.server.metrics_address}) {
-    if (c.server.http_address == *other && !ends_with_port0(*other)) {
+    // Empty = that listener is off; two listeners that are both off do not collide.
+    if (!other->empty() && c.server.http_address == *other && !ends_with_port0(*other)) {
       return KeyError(marks, file, "server.http_address",
                       "server.http_address: must differ from server.listen_address and "
                       "server.metrics_address (" +

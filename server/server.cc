@@ -23,6 +23,7 @@
 #include "server/http_endpoint.h"
 #include "server/log_setup.h"
 #include "server/openai_api.h"
+#include "server/tls_files.h"
 
 namespace pagoda {
 namespace {
@@ -62,21 +63,10 @@ Result<std::string> ReadToken(const AuthConfig& a) {
 
 Result<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
   if (tls.cert_file.empty()) return grpc::InsecureServerCredentials();
-  auto read = [](const std::string& p, std::string* out) {
-    std::ifstream in(p);
-    if (!in) return false;
-    std::stringstream ss;
-    ss << in.rdbuf();
-    *out = ss.str();
-    return true;
-  };
+  PAGODA_ASSIGN_OR_RETURN(TlsKeyPair files, ReadTlsKeyPair(tls.cert_file, tls.key_file));
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  if (!read(tls.cert_file, &pair.cert_chain)) {
-    return InvalidArgument("server.tls.cert_file: cannot read " + tls.cert_file);
-  }
-  if (!read(tls.key_file, &pair.private_key)) {
-    return InvalidArgument("server.tls.key_file: cannot read " + tls.key_file);
-  }
+  pair.cert_chain = std::move(files.cert_chain_pem);
+  pair.private_key = std::move(files.private_key_pem);
   grpc::SslServerCredentialsOptions opts;
   opts.pem_key_cert_pairs.push_back(pair);
   return grpc::SslServerCredentials(opts);
@@ -263,12 +253,12 @@ int RunServer(const PagodaConfig& cfg) {
                                                     cfg.runtime.cpu.threads);
   }
   Serving s;
+  auto creds = Credentials(cfg.server.tls);  // before the model loads: a bad file fails fast
+  if (!creds.ok()) return StartupFailed(creds.status(), kExitStartupFailed);
   StartupError error = StartupError::kFailed;
   if (Status st = Prepare(cfg, s, &error); !st.ok()) {
     return StartupFailed(st, StartupExitCode(error));
   }
-  auto creds = Credentials(cfg.server.tls);
-  if (!creds.ok()) return StartupFailed(creds.status(), kExitStartupFailed);
   Metrics* metrics = s.metrics.get();
   s.runtime.engine->SetFinishObserver([metrics](const RequestOutput& o) {
     metrics->OnRequestFinished(o.times, o.finish_reason, o.usage);

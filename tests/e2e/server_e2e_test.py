@@ -370,20 +370,31 @@ class LongGenerationTest(unittest.TestCase):
                 self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
         finally:
             server.stop()
-            shutil.rmtree(tmp)
-        # A certificate the HTTP listener cannot use fails start-up.
-        with open(os.path.join(tmp + "-bad.pem"), "w") as f:
+        # Key material that cannot serve fails start-up with the file and the reason, whether or
+        # not an HTTP listener is configured (gRPC alone used to say only "cannot listen").
+        bad, other_key = os.path.join(tmp, "bad.pem"), os.path.join(tmp, "other-key.pem")
+        with open(bad, "w") as f:
             f.write("not a certificate")
-        proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
-                               "--set", "server.listen_address=127.0.0.1:0",
-                               "--set", "server.metrics_address=",
-                               "--set", "server.http_address=127.0.0.1:0",
-                               "--set", f"server.tls.cert_file={tmp}-bad.pem",
-                               "--set", f"server.tls.key_file={tmp}-bad.pem"],
-                              capture_output=True, text=True, timeout=60)
-        os.unlink(tmp + "-bad.pem")
-        self.assertNotEqual(proc.returncode, 0)
-        self.assertIn("error: server.", proc.stderr)
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-out", other_key],
+                       check=True, capture_output=True)
+        cases = [((bad, bad, "127.0.0.1:0"), f"server.tls.cert_file: '{bad}' is not a PEM"),
+                 ((bad, bad, ""), f"server.tls.cert_file: '{bad}' is not a PEM"),
+                 ((cert, bad, ""), f"server.tls.key_file: '{bad}' is not an unencrypted PEM"),
+                 ((cert, other_key, ""), f"server.tls.key_file: '{other_key}' does not match")]
+        try:
+            for (cert_file, key_file, http), expected in cases:
+                proc = subprocess.run([ARGS.pagoda, "serve", "--model", self.model,
+                                       "--set", "server.listen_address=127.0.0.1:0",
+                                       "--set", "server.metrics_address=",
+                                       "--set", f"server.http_address={http}",
+                                       "--set", f"server.tls.cert_file={cert_file}",
+                                       "--set", f"server.tls.key_file={key_file}"],
+                                      capture_output=True, text=True, timeout=60)
+                self.assertNotEqual(proc.returncode, 0, proc.stderr)
+                self.assertIn("error: " + expected, proc.stderr)
+        finally:
+            shutil.rmtree(tmp)
 
     def test_bearer_token(self):
         server = Server("server.auth.bearer_token=s3cret", model=self.model)

@@ -329,6 +329,14 @@ TEST(ConfigErrors, SyntaxErrorsHaveAPosition) {
             "x.yaml:3:2: YAML syntax error: end of map not found");
 }
 
+TEST(ConfigErrors, ListenersThatAreOffDoNotCollide) {
+  Result<PagodaConfig> c =
+      ParseConfig("server:\n  metrics_address: ''\n  http_address: ''\n", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->server.http_address.empty());
+  EXPECT_TRUE(c->server.metrics_address.empty());
+}
+
 // yaml-cpp's LoadAll never returns on these (found by fuzz_config_yaml; the fuzzer's input is
 // in tests/fuzz/regressions/config_yaml/).
 TEST(ConfigErrors, StrayFlowIndicatorIsAnErrorNotAHang) {
