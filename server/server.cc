@@ -22,6 +22,7 @@
 #include "server/generation_service.h"
 #include "server/http_endpoint.h"
 #include "server/log_setup.h"
+#include "server/malformed_request.h"
 #include "server/openai_api.h"
 #include "server/tls_files.h"
 
@@ -216,6 +217,10 @@ Result<std::unique_ptr<grpc::Server>> StartGrpc(const ServerConfig& cfg,
   // SO_REUSEPORT by default).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeMalformedRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  RouteProtobufLogsToSpdlog();
   builder.SetMaxReceiveMessageSize(cfg.max_message_bytes);
   builder.SetMaxSendMessageSize(cfg.max_message_bytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

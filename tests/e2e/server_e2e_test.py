@@ -493,6 +493,32 @@ class HardeningTest(unittest.TestCase):
         self.assertTrue(self.server.wait_idle())
         self.assertEqual(self.server.metric("pagoda:kv_cache_usage_perc"), 0.0)
 
+    def test_unparsable_protobuf_is_invalid_argument_and_logged_throttled(self):
+        """Bytes that are not the method's request message: INVALID_ARGUMENT with a message (gRPC
+        alone answers UNIMPLEMENTED, empty), libprotobuf's per-request ERROR line throttled."""
+        ch = self.server.channel
+        bad_utf8 = b"\x12\x02\xff\xfe"  # GenerateRequest.prompt (field 2) = bytes ff fe
+        cases = [(m, b"\xff\xff\xff\x0f\x01")
+                 for m in ("Complete", "Tokenize", "Detokenize", "GetModelInfo")]
+        for method, body in cases + [("Complete", bad_utf8)]:
+            with self.assertRaises(grpc.RpcError) as err:
+                ch.unary_unary(f"/pagoda.v1.Generation/{method}")(body, timeout=10)
+            self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, method)
+            self.assertIn("not a valid protobuf encoding of /pagoda.v1.Generation/" + method,
+                          err.exception.details())
+        for _ in range(40):
+            with self.assertRaises(grpc.RpcError) as err:
+                list(ch.unary_stream("/pagoda.v1.Generation/Generate")(bad_utf8, timeout=10))
+            self.assertEqual(err.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(grpc.RpcError) as err:  # an unknown method stays UNIMPLEMENTED
+            ch.unary_unary("/pagoda.v1.Generation/NoSuchMethod")(b"", timeout=10)
+        self.assertEqual(err.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        log = self.server.output()
+        self.assertNotIn("[libprotobuf ERROR", log)
+        self.assertLessEqual(log.count("libprotobuf: String field"), 2, log[-3000:])
+        resp = self.server.stub.Complete(greedy_request("Echoes", 4), timeout=30)
+        self.assertEqual(len(resp.completions), 1)
+
     def test_oversized_request_ids_are_refused_and_other_streams_live_on(self):
         long_stream = self.server.stub.Generate(greedy_request("Echoes", 100))
         for size in (262144, 8192):
