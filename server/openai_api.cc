@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "server/http_connection.h"
 #include "server/openai_protocol.h"
 #include "server/openai_response.h"
 #include "server/request_log.h"
@@ -198,48 +199,52 @@ bool PumpEvents(Generation& g, httplib::DataSink& sink) {
   return g.done || sink.is_writable();
 }
 
-// Not streaming: gathers the outputs and writes the whole body at the end, checking the client
-// every kClientCheckPeriod meanwhile. A backend failure becomes an error body (the 200 status
-// has been sent by then).
-bool PumpBody(Generation& g, httplib::DataSink& sink) {
-  const auto until = EngineClock::now() + kClientCheckPeriod;
-  RequestOutput o;
-  while (g.stream->Pop(&o, until)) {
-    g.answer.Add(o);
-    if (o.finish_reason == FinishReason::kError) g.error = o.error;
-    if (!o.request_finished) continue;
-    g.done = true;
-    const std::string body = g.error.empty()
-                                 ? g.answer.Body(o.usage)
-                                 : OpenAiErrorBody(Internal("generation failed: " + g.error));
-    g.Log(o, g.error.empty() ? 200 : 500);
-    if (!sink.write(body.data(), body.size())) return false;
-    sink.done();
-    return true;
-  }
-  return sink.is_writable();
-}
-
-// Answers from the engine's outputs as they come (chunked transfer), so that a client that
-// disconnects is noticed within kClientCheckPeriod and its request aborted.
-void Respond(std::shared_ptr<Generation> g, httplib::Response& res) {
-  const bool stream = g->request.stream;
-  if (stream) res.set_header("Cache-Control", "no-cache");
+// Streaming: answers from the engine's outputs as they come (chunked transfer), so that a client
+// that disconnects is noticed within kClientCheckPeriod and its request aborted.
+void RespondStreaming(std::shared_ptr<Generation> g, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      stream ? "text/event-stream" : "application/json",
-      [g, stream](size_t, httplib::DataSink& sink) {
-        return stream ? PumpEvents(*g, sink) : PumpBody(*g, sink);
-      },
+      "text/event-stream", [g](size_t, httplib::DataSink& sink) { return PumpEvents(*g, sink); },
       [g](bool) {
         if (!g->done) g->AbortAndLog();  // the client is gone
       });
+}
+
+// Not streaming: waits in the handler for the whole answer, so that its status line can say
+// how it went (500 when the backend failed the request's step), checking every
+// kClientCheckPeriod meanwhile whether the client hung up (then the request is aborted).
+void RespondWhole(Generation& g, const httplib::Request& req, httplib::Response& res) {
+  const HttpConnection connection = HttpConnection::Of(req);
+  RequestOutput o;
+  for (auto next_check = EngineClock::now() + kClientCheckPeriod;;) {
+    if (EngineClock::now() >= next_check) {
+      if (connection.PeerClosed()) {
+        g.AbortAndLog();
+        res.status = 499;  // never reaches the client
+        return;
+      }
+      next_check = EngineClock::now() + kClientCheckPeriod;
+    }
+    if (!g.stream->Pop(&o, next_check)) continue;
+    g.answer.Add(o);
+    if (o.finish_reason == FinishReason::kError) g.error = o.error;
+    if (o.request_finished) break;
+  }
+  g.done = true;
+  if (!g.error.empty()) {
+    g.Log(o, 500);
+    return SendError(res, Internal("generation failed: " + g.error));
+  }
+  g.Log(o, 200);
+  res.set_content(g.answer.Body(o.usage), "application/json");
 }
 
 void Generate(ServingContext& ctx, OpenAiEndpoint endpoint, const httplib::Request& req,
               httplib::Response& res) {
   Result<std::shared_ptr<Generation>> g = Submit(ctx, endpoint, req);
   if (!g.ok()) return SendError(res, g.status());
-  Respond(std::move(g).value(), res);
+  if ((*g)->request.stream) return RespondStreaming(std::move(g).value(), res);
+  RespondWhole(**g, req, res);
 }
 
 // The prompt tokens of a completions ("prompt") or chat ("messages") body.

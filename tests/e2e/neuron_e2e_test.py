@@ -242,19 +242,15 @@ class NeuronServeTest(unittest.TestCase):
     def test_failed_step_answers_an_openai_500_body_over_http(self):
         """The OpenAI API's backend failure: the first execution after warm-up fails
         (request-level status 1003), so that request's step fails and /v1/completions answers
-        OpenAI's error body with code 500 / server_error; the next request is served normally.
-
-        KNOWN GAP (issue 15 asks for HTTP status 500): a non-streamed answer is sent through a
-        chunked content provider (so a disconnect is noticed while it runs), and cpp-httplib
-        0.11.4 writes the status line before the provider runs, so the status is 200 and only
-        the body says 500. The assertion below pins today's status so a fix shows up here."""
+        HTTP 500 with OpenAI's error body (code 500 / server_error); the next request is served
+        normally."""
         server = self.start(FAKE_NRT_FAIL=f"nrt_execute:1003:{WARMUP_EXECUTES + 1}")
         try:
             case = self.ref["cases"][1]
             body = {"prompt": case["prompt_tokens"], "max_tokens": 4, "temperature": 0,
                     "stop_token_ids": [1], "logprobs": 0, "return_tokens_as_token_ids": True}
             status, resp = server.json("/v1/completions", body)
-            self.assertEqual(status, 200, resp)  # the KNOWN GAP above: should be 500
+            self.assertEqual(status, 500, resp)
             self.assertEqual(sorted(resp), ["error"])
             err = resp["error"]
             self.assertEqual(sorted(err), ["code", "message", "param", "type"])

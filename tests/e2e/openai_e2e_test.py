@@ -412,8 +412,11 @@ class TinyHttpTest(unittest.TestCase):
                     got = b""
                     while b"data: " not in got:
                         got += sock.recv(4096)
-                else:  # the request is running
-                    sock.recv(100)  # the 200 headers
+                else:  # the request is running (its status line comes when it has finished)
+                    deadline = time.time() + 10
+                    while (server.metric("pagoda:num_requests_running") != 1 and
+                           time.time() < deadline):
+                        time.sleep(0.01)
                 self.assertEqual(server.metric("pagoda:num_requests_running"), 1)
                 sock.close()
                 start = time.time()
