@@ -128,9 +128,6 @@ std::vector<int32_t> EncodePrompt(const Tokenizer& tok, const ApiRequest& api) {
       api.prompt, *api.parse_special ? std::span(&all, 1) : std::span<const TextSpan>(), add_bos);
 }
 
-namespace {
-
-// Sampling fields the request left unset take the model's generation_config.json values.
 void ApplyModelDefaults(const GenerationDefaults& d, const SamplingGiven& given,
                         SamplingParams* s) {
   if (!given.temperature && d.temperature) s->temperature = *d.temperature;
@@ -140,6 +137,8 @@ void ApplyModelDefaults(const GenerationDefaults& d, const SamplingGiven& given,
     s->repetition_penalty = *d.repetition_penalty;
   }
 }
+
+namespace {
 
 Status BuildPrompt(const ServingContext& ctx, const ApiRequest& api, Request* r) {
   const Tokenizer& tok = *ctx.model->tokenizer;
@@ -172,7 +171,6 @@ SamplingParams DefaultSampling(const GenerationDefaults& defaults) {
   ApplyModelDefaults(defaults, SamplingGiven{}, &s);
   return s;
 }
-
 
 int32_t MaxTokensLimit(const ServingContext& ctx) {
   return ctx.max_tokens_limit > 0 ? ctx.max_tokens_limit : MaxModelLen(ctx);

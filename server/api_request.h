@@ -86,6 +86,9 @@ std::vector<int32_t> EncodeChatPrompt(const Tokenizer& tok, const jinja::Rendere
 std::vector<int32_t> EncodePrompt(const Tokenizer& tok, const ApiRequest& api);
 // What a request that sets no sampling field gets: the model's defaults over SamplingParams'.
 SamplingParams DefaultSampling(const GenerationDefaults& defaults);
+// Sampling fields left unset (`given` false) take the model's generation_config.json values,
+// as vLLM's --generation-config auto does.
+void ApplyModelDefaults(const GenerationDefaults& d, const SamplingGiven& given, SamplingParams* s);
 // The largest max_tokens: server.max_tokens_limit, else the context length.
 int32_t MaxTokensLimit(const ServingContext& ctx);
 

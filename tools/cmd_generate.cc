@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "pagoda/v1/generation.grpc.pb.h"
 #include "runtime/runtime.h"
+#include "server/api_request.h"
 #include "tools/commands.h"
 #include "tools/grpc_client.h"
 #include "tools/kernels_flag.h"
@@ -23,7 +24,8 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   std::string prompts_file;
-  Request defaults;  // sampling / stopping from the flags
+  Request defaults;     // sampling / stopping from the flags
+  SamplingGiven given;  // which sampling flags were given (the rest: the model's defaults)
   bool json = false;
   RuntimeConfig runtime;
   std::string kv_dtype = "auto";  // --kv-dtype (kv_cache.dtype)
@@ -75,12 +77,23 @@ Status RequestFromJson(const json& j, const Tokenizer& tok, Request* r) {
   return Status::Ok();
 }
 
-Result<std::vector<Request>> LoadRequests(const GenerateArgs& args, const Tokenizer& tok) {
+// Which sampling fields with model defaults a --prompts-file line or the flags set.
+SamplingGiven GivenIn(const json& j, SamplingGiven given) {
+  given.temperature |= j.contains("temperature");
+  given.top_p |= j.contains("top_p");
+  given.top_k |= j.contains("top_k");
+  given.repetition_penalty |= j.contains("repetition_penalty");
+  return given;
+}
+
+Result<std::vector<Request>> LoadRequests(const GenerateArgs& args, const Model& model) {
+  const Tokenizer& tok = *model.tokenizer;
   std::vector<Request> out;
   if (args.prompts_file.empty()) {
     Request r = args.defaults;
     r.request_id = "0";
     r.prompt_token_ids = tok.Encode(args.prompt, tok.add_bos_by_default());
+    ApplyModelDefaults(model.generation, args.given, &r.sampling);
     out.push_back(std::move(r));
     return out;
   }
@@ -93,7 +106,9 @@ Result<std::vector<Request>> LoadRequests(const GenerateArgs& args, const Tokeni
     Request r = args.defaults;
     r.request_id = std::to_string(out.size());
     try {
-      PAGODA_RETURN_IF_ERROR(RequestFromJson(json::parse(line), tok, &r).WithPrefix(where));
+      const json j = json::parse(line);
+      PAGODA_RETURN_IF_ERROR(RequestFromJson(j, tok, &r).WithPrefix(where));
+      ApplyModelDefaults(model.generation, GivenIn(j, args.given), &r.sampling);
     } catch (const json::exception& e) {
       return InvalidArgument(where + ": " + e.what());
     }
@@ -145,7 +160,7 @@ json ResultJson(const Result1& r) {
 }
 
 Status Run(const GenerateArgs& args, const Model& model) {
-  PAGODA_ASSIGN_OR_RETURN(auto requests, LoadRequests(args, *model.tokenizer));
+  PAGODA_ASSIGN_OR_RETURN(auto requests, LoadRequests(args, model));
   RuntimeConfig rc = args.runtime;
   PAGODA_ASSIGN_OR_RETURN(rc.kv_cache.dtype, ParseKvDtypeOption(args.kv_dtype));
   rc.engine.max_waiting_requests =
@@ -195,9 +210,11 @@ v1::GenerateRequest RemoteRequest(const GenerateArgs& args) {
   req.set_prompt(args.prompt);
   const SamplingParams& s = args.defaults.sampling;
   v1::SamplingParams* sp = req.mutable_sampling();
-  sp->set_temperature(s.temperature);
-  sp->set_top_k(s.top_k);
-  sp->set_top_p(s.top_p);
+  // Unset fields stay unset: the server applies the model's defaults to them.
+  if (args.given.temperature) sp->set_temperature(s.temperature);
+  if (args.given.top_k) sp->set_top_k(s.top_k);
+  if (args.given.top_p) sp->set_top_p(s.top_p);
+  if (args.given.repetition_penalty) sp->set_repetition_penalty(s.repetition_penalty);
   sp->set_min_p(s.min_p);
   if (s.seed) sp->set_seed(*s.seed);
   v1::StoppingCriteria* st = req.mutable_stopping();
@@ -307,10 +324,16 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-tokens,-n", args->defaults.stopping.max_tokens, "Max tokens per sample")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", s.top_k, "Keep the k most likely tokens (0 = off)")
-      ->capture_default_str();
-  cmd->add_option("--top-p", s.top_p, "Nucleus sampling mass (1 = off)")->capture_default_str();
+  // Unset, these four take the model's generation_config.json values (as `serve` does).
+  CLI::Option* temperature =
+      cmd->add_option("--temperature", s.temperature, "0 = greedy (default: the model's, else 1)");
+  CLI::Option* top_k = cmd->add_option(
+      "--top-k", s.top_k, "Keep the k most likely tokens (0 = off; default: the model's, else 0)");
+  CLI::Option* top_p =
+      cmd->add_option("--top-p", s.top_p, "Nucleus sampling mass (default: the model's, else 1)");
+  CLI::Option* repetition_penalty = cmd->add_option(
+      "--repetition-penalty", s.repetition_penalty,
+      "Divide the logits of tokens already seen (1 = off; default: the model's, else 1)");
   cmd->add_option("--min-p", s.min_p, "Min probability relative to the best (0 = off)")
       ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed");
@@ -319,7 +342,11 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   AddEngineFlags(cmd, *args);
   AddKernelFlags(cmd, &args->kernel_flags);
-  cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
+  cmd->callback([=] {
+    args->given = {temperature->count() > 0, top_p->count() > 0, top_k->count() > 0,
+                   repetition_penalty->count() > 0};
+    *exit_code = RunGenerate(*args);
+  });
 }
 
 }  // namespace pagoda::cli

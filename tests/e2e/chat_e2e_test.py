@@ -265,6 +265,14 @@ class StopTokensAndDefaultsTest(unittest.TestCase):
             self.assertEqual(again, sampled[:sampled.index(t)] if t in sampled else sampled)
         finally:
             server.stop()
+        # `pagoda generate` applies the same defaults to the flags it is not given.
+        def generate(*flags):
+            out = subprocess.run([ARGS.pagoda, "generate", "-m", hf, "-p", "Once upon", "-n", "24",
+                                  "--ignore-eos", "--seed", "3", "--json", *flags],
+                                 check=True, capture_output=True, text=True).stdout
+            return json.loads(out)["token_ids"]
+        self.assertEqual(generate(), tokens)  # the model's temperature 1.5 with top_k 1
+        self.assertEqual(generate("--temperature", "1.5", "--top-k", "0"), sampled)
 
 
 def main():
