@@ -263,12 +263,13 @@ class GgufParser {
     const auto traits = GetTypeTraits(raw_type);
     if (!traits) return DataLoss(field + ": unknown tensor type " + std::to_string(raw_type));
     info.type = traits->type;
-    const auto row = RowBytes(info.type, info.ne[0]);
-    if (!row) {
+    if (info.ne[0] % traits->block_size != 0) {
       return DataLoss(field + ": ne[0] = " + std::to_string(info.ne[0]) +
                       " is not a multiple of the " + traits->name + " block size " +
                       std::to_string(traits->block_size));
     }
+    const auto row = RowBytes(info.type, info.ne[0]);
+    if (!row) return DataLoss(field + ": byte size overflows");
     const int64_t rows = elements / info.ne[0];
     if (*row != 0 && rows > std::numeric_limits<int64_t>::max() / *row) {
       return DataLoss(field + ": byte size overflows");

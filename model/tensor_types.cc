@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -88,7 +89,9 @@ std::optional<GgmlType> ParseTypeName(std::string_view name) {
 std::optional<int64_t> RowBytes(GgmlType type, int64_t n) {
   const GgmlTypeTraits& t = TypeTraits(type);
   if (n < 0 || n % t.block_size != 0) return std::nullopt;
-  return n / t.block_size * t.type_size;
+  const int64_t blocks = n / t.block_size;
+  if (blocks > std::numeric_limits<int64_t>::max() / t.type_size) return std::nullopt;
+  return blocks * t.type_size;
 }
 
 namespace {

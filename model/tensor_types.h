@@ -54,7 +54,8 @@ const char* TypeName(GgmlType type);
 // Parses "f32", "F16", "q8_0", ... (case-insensitive).
 std::optional<GgmlType> ParseTypeName(std::string_view name);
 
-// Bytes of a row of `n` elements, or nullopt when n is not a multiple of the block size.
+// Bytes of a row of `n` elements, or nullopt when n is negative, not a multiple of the block
+// size, or so large that the byte count overflows int64.
 std::optional<int64_t> RowBytes(GgmlType type, int64_t n);
 
 // Dequantizes one row of n elements (n a multiple of the block size) from `src` into `dst`.

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "common/numerics.h"
@@ -41,6 +42,19 @@ void PutFp16(uint8_t* p, float f) {
 }
 
 // ---- hand-built blocks --------------------------------------------------------------------
+
+// A row length from a file can be anything: the byte count must not overflow (found by
+// fuzz_gguf: ne[0] = 6365935209744957696 F32 elements; input in tests/fuzz/regressions/gguf/).
+TEST(QuantBlocks, RowBytesRefusesOverflow) {
+  EXPECT_EQ(RowBytes(GgmlType::kF32, 1024), 4096);
+  EXPECT_EQ(RowBytes(GgmlType::kQ8_0, 64), 68);
+  EXPECT_FALSE(RowBytes(GgmlType::kQ8_0, 33));
+  EXPECT_FALSE(RowBytes(GgmlType::kF32, -4));
+  EXPECT_FALSE(RowBytes(GgmlType::kF32, 6365935209744957696));
+  EXPECT_FALSE(RowBytes(GgmlType::kF32, std::numeric_limits<int64_t>::max()));
+  EXPECT_EQ(RowBytes(GgmlType::kF32, std::numeric_limits<int64_t>::max() / 4),
+            std::numeric_limits<int64_t>::max() / 4 * 4);
+}
 
 TEST(QuantBlocks, Q4_0HandBuilt) {
   std::array<uint8_t, 18> block{};
