@@ -1,7 +1,8 @@
 // Microbenchmarks of kernels/cpu/matmul (y = W x) at TinyLlama-1.1B shapes: q/o 2048x2048,
 // gate/up 5632x2048, down 2048x5632, k/v 256x2048, output 32000x2048 ([rows][cols]), for batch
 // 1 (decode GEMV), 16 (batched decode), 32 / 64 / 128 (where the batch paths take over) and
-// 512 (prefill), per weight type F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
+// 512 (prefill), per weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
 //
 // Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
@@ -14,11 +15,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "model/tensor_types.h"
 
@@ -36,8 +39,25 @@ constexpr Shape kShapes[] = {{"q_o", 2048, 2048},
                              {"down", 2048, 5632},
                              {"k_v", 256, 2048},
                              {"output", 32000, 2048}};
-constexpr GgmlType kTypes[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
-                               GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+constexpr GgmlType kTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,   GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ2_K,
+    GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,   GgmlType::kIQ4_XS};
+
+// One row of `type` from floats. IQ4_NL / IQ4_XS have no quantizer here (model/tensor_types.h):
+// IQ4_NL shares Q4_0's block layout (fp16 scale + 32 4-bit codes), so a Q4_0 row is a valid
+// IQ4_NL row; an IQ4_XS block gets its fp16 scale and random 6-bit sub-scales and codes.
+void FillRow(GgmlType type, const float* src, uint8_t* dst, int64_t n, std::mt19937& rng) {
+  if (type == GgmlType::kIQ4_NL) return QuantizeRow(GgmlType::kQ4_0, src, dst, n);
+  if (type != GgmlType::kIQ4_XS) return QuantizeRow(type, src, dst, n);
+  const int64_t block_bytes = TypeTraits(type).type_size;
+  for (int64_t b = 0; b < n / TypeTraits(type).block_size; ++b) {
+    uint8_t* block = dst + b * block_bytes;
+    for (int64_t i = 0; i < block_bytes; ++i) block[i] = static_cast<uint8_t>(rng());
+    const uint16_t d = Fp32ToFp16(0.0005f);
+    std::memcpy(block, &d, sizeof(d));
+  }
+}
 
 struct Weights {
   GgmlType type;
@@ -67,7 +87,7 @@ const Weights& GetWeights(GgmlType type, const Shape& s) {
   std::vector<float> row(static_cast<size_t>(s.cols));
   for (int64_t r = 0; r < s.rows; ++r) {
     for (float& v : row) v = normal(rng);
-    QuantizeRow(type, row.data(), w->bytes.data() + r * rb, s.cols);
+    FillRow(type, row.data(), w->bytes.data() + r * rb, s.cols, rng);
   }
   w->view = WeightView{type, w->bytes.data(), s.rows, s.cols, rb};
   return *w;
