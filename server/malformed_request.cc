@@ -44,6 +44,10 @@ class MalformedRequestInterceptorFactory final
  public:
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
+    // Streams of requests see a null message at their end (the client's half-close), so only
+    // the calls with one request message are watched.
+    using Type = grpc::experimental::ServerRpcInfo::Type;
+    if (info->type() != Type::UNARY && info->type() != Type::SERVER_STREAMING) return nullptr;
     return new MalformedRequestInterceptor(info->method() != nullptr ? info->method() : "?");
   }
 };
