@@ -23,7 +23,6 @@ import concurrent.futures
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -134,8 +133,7 @@ class NeuronServeTest(unittest.TestCase):
     def shutdown(self, server):
         """SIGTERM, then the exit code, the log and the fake's final counters."""
         server.channel.close()
-        server.proc.send_signal(signal.SIGTERM)
-        rc = server.proc.wait(timeout=60)
+        rc = server.terminate(timeout=60)
         log = server.output()
         server.stop()
         with open(self.counters_path) as f:

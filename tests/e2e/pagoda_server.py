@@ -52,13 +52,20 @@ class PagodaServer:
         with open(self.log.name, errors="replace") as f:
             return f.read()
 
-    def stop(self):
+    def terminate(self, timeout=30):
+        """SIGTERM (SIGKILL after `timeout` s); the exit code (negative: the signal that
+        ended it). The log stays readable until stop()."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def stop(self):
+        self.terminate()
         if os.path.exists(self.log.name):
             os.unlink(self.log.name)
 

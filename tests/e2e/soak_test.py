@@ -28,9 +28,7 @@ import http.client
 import json
 import os
 import random
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -208,15 +206,9 @@ def main():
 
 def shutdown(server):
     """SIGTERM, then the exit code and whether the output holds a sanitizer report."""
-    if server.proc.poll() is None:
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            server.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            server.proc.wait()
+    exit_code = server.terminate(timeout=60)
     out = server.output()
-    return {"exit_code": server.proc.returncode,
+    return {"exit_code": exit_code,
             "sanitizer_report": "ERROR: AddressSanitizer" in out or
                                 "ERROR: LeakSanitizer" in out or "runtime error:" in out}
 
