@@ -128,6 +128,41 @@ float FitSymmetric(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
+void FitScaleMinK(const float* x, int nmax, float rmin, int nstep, uint8_t* L, uint8_t* y) {
+  float scales[8], mins[8], w[32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    const float* xj = x + 32 * j;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xj[l] * xj[l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xj[l]);
+    scales[j] = FitScaleMin(32, nmax, xj, w, L + 32 * j, &mins[j], rmin, 0.1f, nstep, false);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63 / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63 / max_min : 0.0f;
+  uint8_t ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = static_cast<uint8_t>(std::clamp(NearestInt(inv_scale * scales[j]), 0, 63));
+    lm[j] = static_cast<uint8_t>(std::clamp(NearestInt(inv_min * mins[j]), 0, 63));
+  }
+  PackScaleMinK4(ls, lm, y + 4);
+  StoreFp16(y, max_scale / 63);
+  StoreFp16(y + 2, max_min / 63);
+  const float d = LoadFp16(y), dmin = LoadFp16(y + 2);
+  for (int j = 0; j < 8; ++j) {  // re-derive the levels against the rounded scales
+    const float dj = d * ls[j];
+    if (dj == 0) continue;
+    const float mj = dmin * lm[j];
+    for (int l = 0; l < 32; ++l) {
+      L[32 * j + l] =
+          static_cast<uint8_t>(std::clamp(NearestInt((x[32 * j + l] + mj) / dj), 0, nmax));
+    }
+  }
+}
+
 }  // namespace internal
 
 using internal::FitScaleMin;
@@ -218,38 +253,7 @@ namespace {
 
 void QuantizeBlockQ4_K(const float* x, uint8_t* y) {
   uint8_t L[kQK_K];
-  float scales[8], mins[8], w[32];
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    const float* xj = x + 32 * j;
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += xj[l] * xj[l];
-    const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xj[l]);
-    scales[j] = FitScaleMin(32, 15, xj, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20, false);
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
-  }
-  const float inv_scale = max_scale > 0 ? 63 / max_scale : 0.0f;
-  const float inv_min = max_min > 0 ? 63 / max_min : 0.0f;
-  uint8_t ls[8], lm[8];
-  for (int j = 0; j < 8; ++j) {
-    ls[j] = static_cast<uint8_t>(std::clamp(NearestInt(inv_scale * scales[j]), 0, 63));
-    lm[j] = static_cast<uint8_t>(std::clamp(NearestInt(inv_min * mins[j]), 0, 63));
-  }
-  PackScaleMinK4(ls, lm, y + 4);
-  StoreFp16(y, max_scale / 63);
-  StoreFp16(y + 2, max_min / 63);
-  const float d = LoadFp16(y), dmin = LoadFp16(y + 2);
-  for (int j = 0; j < 8; ++j) {  // re-derive the levels against the rounded scales
-    const float dj = d * ls[j];
-    if (dj == 0) continue;
-    const float mj = dmin * lm[j];
-    for (int l = 0; l < 32; ++l) {
-      L[32 * j + l] =
-          static_cast<uint8_t>(std::clamp(NearestInt((x[32 * j + l] + mj) / dj), 0, 15));
-    }
-  }
+  internal::FitScaleMinK(x, 15, -1.0f, 20, L, y);
   uint8_t* q = y + 16;
   for (int c = 0; c < 4; ++c, q += 32) {
     for (int l = 0; l < 32; ++l)

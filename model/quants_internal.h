@@ -34,6 +34,12 @@ inline void StoreFp16(uint8_t* p, float f) {
 float FitScaleMin(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
                   float rmin, float rdelta, int nstep, bool use_mad);
 
+// The shared front half of ggml's quantize_row_q4_K_ref / q5_K_ref: fits each of the 8
+// sub-blocks of 32 with levels 0..nmax (FitScaleMin with rmin, rdelta 0.1, nstep), stores the
+// super-block d and dmin at y[0..4) and the 6-bit scales and mins packed at y[4..16), and writes
+// into L the 256 levels re-derived against those rounded scales.
+void FitScaleMinK(const float* x, int nmax, float rmin, int nstep, uint8_t* L, uint8_t* y);
+
 // Symmetric x^2-weighted fit (ggml's make_qx_quants, rmse_type 1): levels in [-nmax, nmax - 1]
 // stored biased by nmax in L. Returns the scale.
 float FitSymmetric(int n, int nmax, const float* x, int8_t* L);

@@ -367,38 +367,7 @@ void QuantizeBlockQ3_K(const float* x, uint8_t* y) {
 
 void QuantizeBlockQ5_K(const float* x, uint8_t* y) {
   uint8_t L[kQK_K];
-  float scales[8], mins[8], w[32];
-  float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    const float* xj = x + 32 * j;
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += xj[l] * xj[l];
-    const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xj[l]);
-    scales[j] = FitScaleMin(32, 31, xj, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15, false);
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
-  }
-  const float inv_scale = max_scale > 0 ? 63 / max_scale : 0.0f;
-  const float inv_min = max_min > 0 ? 63 / max_min : 0.0f;
-  uint8_t ls[8], lm[8];
-  for (int j = 0; j < 8; ++j) {
-    ls[j] = static_cast<uint8_t>(std::min(63, NearestInt(inv_scale * scales[j]) & 255));
-    lm[j] = static_cast<uint8_t>(std::min(63, NearestInt(inv_min * mins[j]) & 255));
-  }
-  PackScaleMinK4(ls, lm, y + 4);
-  StoreFp16(y, max_scale / 63);
-  StoreFp16(y + 2, max_min / 63);
-  const float d = internal::LoadFp16(y), dmin = internal::LoadFp16(y + 2);
-  for (int j = 0; j < 8; ++j) {  // re-derive the levels against the rounded scales
-    const float dj = d * ls[j];
-    if (dj == 0) continue;
-    const float mj = dmin * lm[j];
-    for (int l = 0; l < 32; ++l) {
-      L[32 * j + l] =
-          static_cast<uint8_t>(std::clamp(NearestInt((x[32 * j + l] + mj) / dj), 0, 31));
-    }
-  }
+  internal::FitScaleMinK(x, 31, -0.5f, 15, L, y);
   uint8_t* qh = y + 16;
   std::memset(qh, 0, 32);
   for (int c = 0; c < 4; ++c) {

@@ -590,7 +590,8 @@ class DocumentMarks : public YAML::EventHandler {
 // The config's one YAML document. Not YAML::LoadAll: yaml-cpp 0.7's LoadAll never returns on a
 // stray flow indicator at the top level (a lone ",": every HandleNextDocument call reports a new
 // empty document at the same place), so documents are counted here, each required to start
-// past the one before it.
+// past the one before it. The text is parsed twice (the count, then YAML::Load for the node:
+// yaml-cpp keeps its node builder private); a config is small and read once.
 Result<YAML::Node> LoadOneDocument(std::string_view yaml_text, const std::string& filename) {
   std::istringstream in{std::string(yaml_text)};
   YAML::Parser parser(in);

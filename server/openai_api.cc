@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "server/http_connection.h"
@@ -214,11 +215,13 @@ void RespondStreaming(std::shared_ptr<Generation> g, httplib::Response& res) {
 // how it went (500 when the backend failed the request's step), checking every
 // kClientCheckPeriod meanwhile whether the client hung up (then the request is aborted).
 void RespondWhole(Generation& g, const httplib::Request& req, httplib::Response& res) {
-  const HttpConnection connection = HttpConnection::Of(req);
+  // Found at the first check, so answers done within kClientCheckPeriod never look it up.
+  std::optional<HttpConnection> connection;
   RequestOutput o;
   for (auto next_check = EngineClock::now() + kClientCheckPeriod;;) {
     if (EngineClock::now() >= next_check) {
-      if (connection.PeerClosed()) {
+      if (!connection) connection = HttpConnection::Of(req);
+      if (connection->PeerClosed()) {
         g.AbortAndLog();
         res.status = 499;  // never reaches the client
         return;

@@ -447,14 +447,20 @@ TEST(BackendParity, RopeScalingChangesTheResult) {
   }
 }
 
-// The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
-// checks the engine tests' fake backend shares), writes nothing, and then still serves.
-TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
-  auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+// 16 F32 KV blocks of 4 tokens: the validation tests' cache.
+KvCacheConfig SmallF32Kv() {
   KvCacheConfig kv;
   kv.block_size = 4;
   kv.num_blocks = 16;
   kv.dtype = KvDtype::kF32;
+  return kv;
+}
+
+// The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
+// checks the engine tests' fake backend shares), writes nothing, and then still serves.
+TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
+  auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
+  const KvCacheConfig kv = SmallF32Kv();
   auto backend = cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 4}, {});
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   Backend& b = **backend;
@@ -476,10 +482,7 @@ TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
 // memory and thousands of threads on a few cores are refused with the key's name.
 TEST(CpuBackendValidation, OversizedStepBuffersAndThreadCountsAreRefused) {
   auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 7);
-  KvCacheConfig kv;
-  kv.block_size = 4;
-  kv.num_blocks = 16;
-  kv.dtype = KvDtype::kF32;
+  const KvCacheConfig kv = SmallF32Kv();
   ModelConfig wide = m->config;  // dimensions only: nothing is allocated for it
   wide.n_embd = 1 << 16, wide.n_heads = 512, wide.n_kv_heads = 512, wide.head_dim = 128;
   wide.n_ff = 1 << 18;

@@ -110,6 +110,13 @@ void Mutate(Json& j, std::mt19937& rng) {
   *node = kValues[rng() % kValues.size()];
 }
 
+// The tokenizer a (corrupted) tokenizer.json loads into, or the error that refuses it.
+Result<std::unique_ptr<Tokenizer>> LoadBpe(const std::string& text) {
+  auto vocab = BpeVocabFromTokenizerJson(text);
+  if (!vocab.ok()) return vocab.status();
+  return MakeBpeTokenizer(std::move(vocab).value());
+}
+
 TEST(BpeFuzzTest, CorruptedTokenizerJsonNeverCrashes) {
   const std::string base = ReducedTokenizerJson(2000);
   ASSERT_TRUE(BpeVocabFromTokenizerJson(base).ok());
@@ -125,15 +132,10 @@ TEST(BpeFuzzTest, CorruptedTokenizerJsonNeverCrashes) {
       for (int k = 0, n = 1 + static_cast<int>(rng() % 3); k < n; ++k) Mutate(j, rng);
       text = j.dump();
     }
-    auto vocab = BpeVocabFromTokenizerJson(text);
-    if (!vocab.ok()) {
-      ++rejected;
-      EXPECT_FALSE(vocab.status().message().empty());
-      continue;
-    }
-    auto tok = MakeBpeTokenizer(std::move(vocab).value());
+    auto tok = LoadBpe(text);
     if (!tok.ok()) {
       ++rejected;
+      EXPECT_FALSE(tok.status().message().empty());
       continue;
     }
     ++loaded;
@@ -153,13 +155,7 @@ TEST(BpeFuzzTest, CorruptedFullTokenizerJson) {
   std::mt19937 rng(99);
   int rejected = 0;
   for (int i = 0; i < 20; ++i) {
-    auto vocab = BpeVocabFromTokenizerJson(Corrupt(base, rng));
-    if (!vocab.ok()) {
-      ++rejected;
-      EXPECT_FALSE(vocab.status().message().empty());
-      continue;
-    }
-    auto tok = MakeBpeTokenizer(std::move(vocab).value());
+    auto tok = LoadBpe(Corrupt(base, rng));
     if (!tok.ok()) {
       ++rejected;
       EXPECT_FALSE(tok.status().message().empty());
