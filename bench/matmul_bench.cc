@@ -7,7 +7,9 @@
 // Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
 // 2-core target machine. The level is the best the CPU has; cap it with PAGODA_KERNELS=avx2 etc.
-// (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program.
+// (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program. Types with packed
+// rows (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) are packed as the CPU backend packs them unless
+// PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way.
 // Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -63,8 +65,16 @@ struct Weights {
   GgmlType type;
   int64_t rows, cols;
   std::vector<uint8_t> bytes;
+  std::vector<uint8_t> packed;  // the PackRows copy the CPU backend makes, if any
   WeightView view;
 };
+
+// Whether to multiply from packed rows where the type has them, as the CPU backend does
+// (PAGODA_PACK_WEIGHTS=0: the file's rows).
+bool PackFromEnv() {
+  const char* e = std::getenv("PAGODA_PACK_WEIGHTS");
+  return e == nullptr || std::string(e) != "0";
+}
 
 // The most recently used matrix, kept between benchmarks (they run type/shape-major).
 std::unique_ptr<Weights>& Cache() {
@@ -90,6 +100,12 @@ const Weights& GetWeights(GgmlType type, const Shape& s) {
     FillRow(type, row.data(), w->bytes.data() + r * rb, s.cols, rng);
   }
   w->view = WeightView{type, w->bytes.data(), s.rows, s.cols, rb};
+  if (PackFromEnv() && CanPackRows(type)) {
+    w->view.packed_row_bytes = PackedRowBytes(type, s.cols);
+    w->packed.resize(static_cast<size_t>(s.rows * w->view.packed_row_bytes));
+    PackRows(w->view, w->packed.data());
+    w->view.packed = w->packed.data();
+  }
   return *w;
 }
 
@@ -120,7 +136,7 @@ void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape, MatMulOption
   const double flops = 2.0 * static_cast<double>(shape.rows * shape.cols * n) * calls;
   state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(KernelName(type, EffectiveSimdLevel(options)));
+  state.SetLabel(KernelName(type, EffectiveSimdLevel(options), w.view.packed != nullptr));
 }
 
 void RegisterAll(const MatMulOptions& options) {

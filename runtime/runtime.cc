@@ -27,8 +27,11 @@ Status RejectKeysTheBackendIgnores(const RuntimeConfig& c) {
         RejectIgnored(c.kv_cache.memory_bytes != d.memory_bytes, "kv_cache.memory_bytes", kWhy));
     PAGODA_RETURN_IF_ERROR(
         RejectIgnored(c.kv_cache.num_blocks != d.num_blocks, "kv_cache.num_blocks", kWhy));
-    return RejectIgnored(c.cpu.threads != cpu::CpuBackendOptions{}.threads, "backend.threads",
-                         "backend.type neuron (it sizes the CPU backend's thread arena)");
+    PAGODA_RETURN_IF_ERROR(
+        RejectIgnored(c.cpu.threads != cpu::CpuBackendOptions{}.threads, "backend.threads",
+                      "backend.type neuron (it sizes the CPU backend's thread arena)"));
+    return RejectIgnored(c.cpu.pack_weights != cpu::CpuBackendOptions{}.pack_weights,
+                         "backend.pack_weights", "backend.type neuron (the CPU kernels' layout)");
   }
   if (!(c.neuron == NeuronOptions{})) {
     return InvalidArgument(

@@ -170,6 +170,7 @@ const std::vector<Field>& Fields() {
       Bool("kv_cache.enable_prefix_caching", PAGODA_CFG(runtime.engine.enable_prefix_caching)),
       Enum("backend.type", PAGODA_CFG(runtime.backend)),
       Int("backend.threads", cpu::kCpuThreadsRange, PAGODA_CFG(runtime.cpu.threads)),
+      Bool("backend.pack_weights", PAGODA_CFG(runtime.cpu.pack_weights)),
       Str("neuron.runtime_library", PAGODA_CFG(runtime.neuron.runtime_library)),
       Str("neuron.artifacts_dir", PAGODA_CFG(runtime.neuron.artifacts_dir)),
       Str("neuron.manifest", PAGODA_CFG(runtime.neuron.manifest)),

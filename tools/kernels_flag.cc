@@ -25,6 +25,11 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "int16 products on AVX512-VNNI) | exact (fp32 products) | bf16 (weights and "
                   "activations rounded to bf16, on AVX512-BF16)")
       ->check(CLI::IsMember({"exact", "int16", "bf16"}));
+  cmd->add_option("--pack-weights", flags->pack_weights,
+                  "Copy Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL matrices at load into the layout their SIMD "
+                  "kernels read fastest: on | off (default: the config's backend.pack_weights, "
+                  "on)")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options) {
@@ -40,6 +45,10 @@ Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* option
   }
   const std::string f16 = !flags.f16_matmul.empty() ? flags.f16_matmul : Env("PAGODA_F16_MATMUL");
   if (const auto mode = cpu::mm::ParseF16Matmul(f16)) options->f16_matmul = *mode;
+  const std::string pack =
+      !flags.pack_weights.empty() ? flags.pack_weights : Env("PAGODA_PACK_WEIGHTS");
+  if (pack == "on" || pack == "1") options->pack_weights = true;
+  if (pack == "off" || pack == "0") options->pack_weights = false;
   return Status::Ok();
 }
 

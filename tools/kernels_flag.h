@@ -4,9 +4,12 @@
 //     effective level is logged (BackendCapabilities::kernels).
 //   --f16-matmul int16|exact|bf16: how F16 weights are multiplied in batches (see
 //     kernels/cpu/matmul/matmul.h F16Matmul).
-// A flag not given falls back to the environment variable PAGODA_KERNELS / PAGODA_F16_MATMUL
-// (same values; an unknown value there is ignored). This is the only place the kernel choices
-// are read from the environment: the kernels take them as options (CpuBackendOptions).
+//   --pack-weights on|off: the load-time packed copies of the blocks-of-32 matrices
+//     (CpuBackendOptions::pack_weights; default: the config's backend.pack_weights, on).
+// A flag not given falls back to the environment variable PAGODA_KERNELS / PAGODA_F16_MATMUL /
+// PAGODA_PACK_WEIGHTS (same values, 0 / 1 for the last; an unknown value there is ignored). This is
+// the only place the kernel choices are read from the environment: the kernels take them as options
+// (CpuBackendOptions).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,11 +22,11 @@ namespace pagoda::cli {
 
 // The flags' values; empty: not given.
 struct KernelFlags {
-  std::string kernels, f16_matmul;
+  std::string kernels, f16_matmul, pack_weights;
 };
 
 void AddKernelFlags(CLI::App* cmd, KernelFlags* flags);
-// Sets options->max_simd_level and options->f16_matmul from the flags, else from the
+// Sets options->max_simd_level, f16_matmul and pack_weights from the flags, else from the
 // environment, else leaves them. INVALID_ARGUMENT naming the flag for a bad --kernels value.
 Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options);
 

@@ -95,7 +95,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
     return CreateChecked(config, weights, kv_cache, limits, options);
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(
-        "cpu backend: cannot allocate the KV pool and step buffers (" +
+        "cpu backend: cannot allocate the KV pool, step buffers and packed weights (" +
         std::to_string(StepBufferBytes(config, limits.max_num_batched_tokens) >> 20) +
         " MiB for engine.max_num_batched_tokens)");
   }
@@ -131,7 +131,10 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
                        TkgWorkspace workspace, const StepLimits& limits,
                        const CpuBackendOptions& options)
     : config_(config),
-      weights_(weights),
+      weights_(options.pack_weights &&
+                       EffectiveSimdLevel(options.max_simd_level) != SimdLevel::kPortable
+                   ? packed_.Pack(weights)
+                   : weights),
       pool_(std::move(pool)),
       tkg_(std::move(workspace)),
       matmul_{options.max_simd_level, options.f16_matmul},

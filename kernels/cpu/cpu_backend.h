@@ -5,7 +5,9 @@
 //   otherwise        -> all rows: norm, QKV, RoPE, cache write, flash_paged_attention, out proj
 //                       (decode rows of a mixed step too: each weight is read once per step)
 //   all rows         -> MLP; then final norm + LM head for the rows that need logits.
-// Weights are the model's (mmap'd, in their file type); the model must outlive the backend.
+// Weights are the model's (mmap'd, in their file type); the model must outlive the backend. With
+// options.pack_weights (default) the matrices of the blocks-of-32 types also get a packed copy
+// (packed_weights.h) that the SIMD matmul kernels read.
 // Every kernel (matmul and both attention kernels) runs at the one SIMD level cap of the options;
 // capabilities().kernels names the level in use.
 #pragma once
@@ -21,6 +23,7 @@
 #include "kernels/cpu/kv_pool.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/simd_level.h"
 #include "kvcache/kv_cache_config.h"
 #include "model/model_config.h"
@@ -39,6 +42,10 @@ struct CpuBackendOptions {
   // How F16 weights are multiplied in batches (kernels/cpu/matmul/matmul.h F16Matmul). Set by
   // the CLI's --f16-matmul (not YAML).
   mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;
+  // Copy Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL matrices at load into the packed layout their SIMD
+  // kernels read 2-3x faster (decode); costs as much memory again as those matrices. YAML
+  // `backend.pack_weights`.
+  bool pack_weights = true;
   bool operator==(const CpuBackendOptions&) const = default;
 };
 inline constexpr IntRange kCpuThreadsRange{0, 4096};
@@ -80,7 +87,8 @@ class CpuBackend final : public Backend {
   void Logits(const StepBatch& batch, std::span<float> logits);
 
   const ModelConfig& config_;
-  const ModelWeights& weights_;
+  PackedWeights packed_;  // the packed copies weights_ points into (options.pack_weights)
+  ModelWeights weights_;  // the model's views (+ packed copies)
   KvPool pool_;
   TkgWorkspace tkg_;
   BackendCapabilities caps_;

@@ -20,6 +20,7 @@
 
 #include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/packed_weights.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/quants.h"
@@ -440,7 +441,7 @@ TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
 // Every llama.cpp-quantized synth-gqa file (the further types of the synth-gqa README) against
 // llama.cpp's logits within the file's suggested tolerance (its meta.suggested_tolerance), and
 // free-running greedy decoding equal over each case's robust prefix; at each kernel level as the
-// two tests above (PAGODA_KERNELS).
+// two tests above (PAGODA_KERNELS); files with packable types again with packed copies.
 class LlamaCppQuantizedFile : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LlamaCppQuantizedFile, ModelMatchesLlamaCppLogits) {
@@ -460,12 +461,29 @@ TEST_P(LlamaCppQuantizedFile, ModelMatchesLlamaCppLogits) {
     const std::string kernel = cpu::mm::KernelName(*parsed, cpu::mm::EffectiveSimdLevel(options));
     if (level.find(kernel) == std::string::npos) level += " " + kernel;
   }
-  testing::ExpectWithinSynthReference(
-      *model, base + ".reference.json", meta["suggested_tolerance"]["max_abs_logit"].get<double>(),
-      meta["suggested_tolerance"]["rms_logit"].get<double>(),
-      std::string("llama-gqa-") + GetParam() + " (llama.cpp file)" + level, options);
+  const double max_abs = meta["suggested_tolerance"]["max_abs_logit"].get<double>();
+  const double rms = meta["suggested_tolerance"]["rms_logit"].get<double>();
+  const std::string what = std::string("llama-gqa-") + GetParam() + " (llama.cpp file)";
+  testing::ExpectWithinSynthReference(*model, base + ".reference.json", max_abs, rms, what + level,
+                                      options);
   const int greedy = testing::ExpectGreedyRobustPrefix(*model, base + ".reference.json", options);
   std::printf("  greedy tokens equal over the robust prefixes: %d\n", greedy);
+  // Again with the CPU backend's packed copies (cpu::PackedWeights) where the types have them.
+  cpu::PackedWeights packed;
+  model->weights = packed.Pack(model->weights);
+  if (packed.bytes() == 0) return;
+  std::string packed_level = KernelLevelInUse(options);
+  for (const auto& [name, type] : meta["tensor_types"].items()) {
+    const auto parsed = ParseTypeName(type.get<std::string>());
+    const std::string kernel =
+        cpu::mm::KernelName(*parsed, cpu::mm::EffectiveSimdLevel(options), true);
+    if (packed_level.find(kernel) == std::string::npos) packed_level += " " + kernel;
+  }
+  testing::ExpectWithinSynthReference(*model, base + ".reference.json", max_abs, rms,
+                                      what + " packed" + packed_level, options);
+  const int packed_greedy =
+      testing::ExpectGreedyRobustPrefix(*model, base + ".reference.json", options);
+  std::printf("  packed: greedy tokens equal over the robust prefixes: %d\n", packed_greedy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, LlamaCppQuantizedFile,

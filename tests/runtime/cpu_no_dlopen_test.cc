@@ -75,6 +75,11 @@ TEST(RuntimeConfigTest, KeysTheSelectedBackendIgnoresAreRejected) {
   c.cpu.threads = 2;
   EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("backend.threads: not used with", 0), 0u);
   c = RuntimeConfig{};
+  c.backend = BackendType::kNeuron;
+  c.cpu.pack_weights = false;
+  EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("backend.pack_weights: not used with", 0),
+            0u);
+  c = RuntimeConfig{};
   c.neuron.artifacts_dir = "/artifacts";
   EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("neuron: the neuron.* keys are used only", 0),
             0u);

@@ -113,6 +113,22 @@ void LaneStarts(const int8_t* xq, int64_t ld, int32_t* xc) {
   }
 }
 
+// kQ8X16: one token's kQ8 codes (ld a multiple of 512) with each 512's 4-byte groups
+// interleaved by block (matmul_kernels.h), and the scaled block sums xs.
+void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs) {
+  int8_t group[512];
+  for (int64_t g = 0; g < ld / 512; ++g) {
+    int8_t* q = xq + g * 512;
+    std::memcpy(group, q, 512);
+    for (int64_t b = 0; b < 16; ++b) {
+      int32_t sum = 0;
+      for (int64_t i = 0; i < 32; ++i) sum += group[32 * b + i];
+      xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(sum);
+      for (int64_t v = 0; v < 8; ++v) std::memcpy(q + 64 * v + 4 * b, group + 32 * b + 4 * v, 4);
+    }
+  }
+}
+
 bool IsQ8(ActFormat f) {
   return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Lanes;
 }
@@ -165,6 +181,11 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.view.ld = (cols + kQ8Block - 1) / kQ8Block * kQ8Block;
     p.xi.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+  } else if (format == ActFormat::kQ8X16) {
+    p.view.ld = (cols + 511) / 512 * 512;
+    p.xq.resize(static_cast<size_t>(n * p.view.ld));
+    p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    p.xs.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
   } else if (IsQ8(format)) {
     p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
@@ -198,6 +219,10 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
       } else if (format == ActFormat::kI16) {
         internal::X86I16Quantizer()(xt, cols, ld, p.xi.data() + t * ld,
                                     p.xd.data() + t * ld / kQ8Block);
+      } else if (format == ActFormat::kQ8X16) {
+        const int64_t nbx = ld / kQ8Block;
+        QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * nbx);
+        InterleaveX16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx);
       } else if (IsQ8(format)) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
         if (format == ActFormat::kQ8Vec)
@@ -234,10 +259,11 @@ int64_t TileRows(int64_t rows, int64_t row_bytes, int64_t align) {
 
 // What each row tile becomes before the kernel runs on it.
 enum class RowConversion : int8_t {
-  kNone,  // the kernel reads the weights in their own format
-  kF32,   // dequantized to fp32 (types without a kernel at this level)
-  kBf16,  // F16 converted to bf16 (the opt-in F16Matmul::kBf16 batches)
-  kI16,   // converted to I16 lane tiles (matmul_kernels.h): F16 directly, others dequantized
+  kNone,    // the kernel reads the weights in their own format
+  kF32,     // dequantized to fp32 (types without a kernel at this level)
+  kBf16,    // F16 converted to bf16 (the opt-in F16Matmul::kBf16 batches)
+  kI16,     // converted to I16 lane tiles (matmul_kernels.h): F16 directly, others dequantized
+  kPacked,  // none: the kernel reads the view's load-time packed copy (WeightView::packed)
 };
 
 struct Plan {
@@ -282,7 +308,8 @@ constexpr int64_t kQ8LanesMinTokens = 8;
 // pagoda_bench_matmul: 161 vs 187 GFLOP/s exact at 16 tokens, 224 vs 196 at 32).
 constexpr int64_t kF16FastMinTokens = 32;
 
-Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16) {
+// `packed`: the weights have a PackRows copy.
+Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed) {
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
     if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
       return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
@@ -297,6 +324,10 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16) {
   if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {
     return {internal::X86I16Kernel(), RowConversion::kI16};
   }
+  if (packed && level != SimdLevel::kPortable) {
+    const Kernel k = internal::X86PackedKernel(level, type);
+    if (k.fn != nullptr) return {k, RowConversion::kPacked};
+  }
   const Kernel k = SelectKernel(level, type);
   if (k.fn != nullptr) return {k, RowConversion::kNone};
   return {SelectKernel(level, GgmlType::kF32), RowConversion::kF32};
@@ -306,6 +337,7 @@ int64_t TileRowBytes(const WeightView& w, RowConversion c) {
   if (c == RowConversion::kF32) return w.cols * 4;
   if (c == RowConversion::kBf16) return w.cols * 2;
   if (c == RowConversion::kI16) return (w.cols + 31) / 32 * internal::kI16BlockBytes / 16;
+  if (c == RowConversion::kPacked) return w.packed_row_bytes;
   return w.row_bytes;
 }
 
@@ -340,6 +372,10 @@ void ConvertI16Tile(const WeightView& w, int64_t r0, int64_t nr, int64_t group_b
 const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, int64_t nr,
                            TileBuffers& buf, int64_t* stride) {
   if (plan.conversion == RowConversion::kNone) return w.row(r0);
+  if (plan.conversion == RowConversion::kPacked) {
+    *stride = w.packed_row_bytes;
+    return w.packed + r0 * w.packed_row_bytes;
+  }
   if (plan.conversion == RowConversion::kI16) {
     *stride = 16 * TileRowBytes(w, plan.conversion);
     ConvertI16Tile(w, r0, nr, *stride, buf);
@@ -383,8 +419,12 @@ SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
   return cpu::EffectiveSimdLevel(options.max_level);
 }
 
-const char* KernelName(GgmlType type, SimdLevel level) {
+const char* KernelName(GgmlType type, SimdLevel level, bool packed) {
   level = cpu::EffectiveSimdLevel(level);
+  if (packed && level != SimdLevel::kPortable) {
+    const Kernel k = internal::X86PackedKernel(level, type);
+    if (k.fn != nullptr) return k.name;
+  }
   const Kernel k = SelectKernel(level, type);
   if (k.fn != nullptr) return k.name;
   constexpr const char* kNames[] = {"portable/dequant+f32", "avx2/dequant+f32",
@@ -470,20 +510,24 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   assert(ws.size() == ys.size());
   if (n_tokens <= 0) return;
   const SimdLevel level = EffectiveSimdLevel(options);
+  // One plan for the matrices of ws[0]'s type and packing.
+  const auto same = [&](const WeightView* w) {
+    return w->type == ws[0]->type && (w->packed != nullptr) == (ws[0]->packed != nullptr);
+  };
   std::vector<Product> products;
   for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i]->rows <= 0 || ws[i]->type != ws[0]->type) continue;
+    if (ws[i]->rows <= 0 || !same(ws[i])) continue;
     products.push_back({ws[i], ys[i], 0, 0});
   }
   if (!products.empty()) {
-    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16);
+    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16, ws[0]->packed != nullptr);
     PreparedActivations& acts = ThreadActivations();
     Prepare(plan.kernel.act, x, n_tokens, ws[0]->cols, acts);
     RunProducts(plan, products, acts.view, n_tokens);
   }
-  // Matrices of other types than the first: one call each.
+  // Matrices of other types (or packing) than the first: one call each.
   for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i]->type != ws[0]->type) MatMul(*ws[i], x, n_tokens, ys[i], options);
+    if (!same(ws[i])) MatMul(*ws[i], x, n_tokens, ys[i], options);
   }
 }
 

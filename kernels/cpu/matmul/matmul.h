@@ -26,6 +26,14 @@
 //     (matmul_quant_x86.inc). Error: as Q8_0 with 256-element activation blocks.
 //   Other dequantizable types, and the quantized types at kPortable: each row tile is
 //     dequantized to fp32 and multiplied with the level's F32 kernel.
+// Packed rows (PackRows below): Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL rows copied once at load into
+//   groups of 16 blocks (the 16 fp16 scales together, each 4 codes of the 16 blocks side by side)
+//   are multiplied from that copy at AVX2 and above below the int16 batch path: the activations
+//   are quantized as for Q8_0 and their 4-byte groups interleaved the same way, so one 64-byte
+//   vector of codes dots 16 blocks at once; per block the int32 sum is exact and the offset
+//   (Q4_0 8, Q5_0 16, IQ4_NL at VNNI 128 after a +128 table) or the min is applied in fp32
+//   with the activation block sums (error: as above, plus fp32 rounding of that term). The
+//   same fp32 summation order for every batch size below 128 tokens.
 // Batches (matmul.cc MakePlan): Q8_0 with >= 8 tokens at kAvx512Vnni+ uses a token-lane kernel
 // (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, the block-quantized types
 // above with >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
@@ -70,9 +78,19 @@ struct MatMulOptions {
 
 // The level MatMul runs at for these options.
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
-// Describes the kernel used for `type` at `level`, e.g. "avx512vnni/q8_0" or
-// "avx512/dequant+f32" (for benchmarks and logs).
-const char* KernelName(GgmlType type, SimdLevel level);
+// Describes the kernel used for `type` at `level` (for `packed` rows: the one for a PackRows
+// copy), e.g. "avx512vnni/q8_0", "avx512vnni/q4_0x16" or "avx512/dequant+f32" (for benchmarks
+// and logs).
+const char* KernelName(GgmlType type, SimdLevel level, bool packed = false);
+
+// Load-time packing of rows for faster decode (see "Packed rows" above). CanPackRows: whether
+// `type` has a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL); PackedRowBytes: the bytes of one
+// packed row of `cols` elements (cols rounded up to 512); PackRows writes w's rows at dst
+// (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed (and
+// w.packed_row_bytes) at it; MatMul then reads it where its kernels can.
+bool CanPackRows(GgmlType type);
+int64_t PackedRowBytes(GgmlType type, int64_t cols);
+void PackRows(const WeightView& w, uint8_t* dst);
 
 // y: [n_tokens][w.rows], x: [n_tokens][w.cols] (see the layouts above). Parallel over row tiles
 // (oneTBB, the current arena); each weight row is read once per call for up to 32 tokens

@@ -23,9 +23,25 @@
 //          xp uint8 [group][nb][8][16 tokens][4]   xq + 128 (xq ^ 0x80) of codes 4k..4k+3 of
 //                                                  each token's block
 //          xpd fp32 [group][nb][16 tokens]         the block scales
+//   kQ8X16: Q8_0-quantized activations (as kQ8) for packed rows, ld = cols rounded up to 512
+//          (zero padded, scale 0), each 512 (16 blocks) with its 4-byte groups interleaved:
+//          xq int8 [n][ld / 512][8 v][16 blocks L][4]   codes 4v..4v+3 of block L
+//          xd fp32 [n][ld / 32]                         block scales (natural order)
+//          xs fp32 [n][ld / 32]                         xd times the sum of the block's codes
 //   kI16:  xi int16 [n][ld]                  (ld = cols rounded up to 32, zero padded)
 //          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
 //          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
+//
+// Packed rows (PackRows, for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): each row is cols rounded up to 512
+// (zero blocks: scale 0, codes 0) in groups of 16 blocks, 16 * (the type's block bytes) each:
+//   d  fp16 [16]                 the block scales
+//   m  fp16 [16]                 the mins (Q4_1, Q5_1 only)
+//   qh uint64 [8 v]              5th bits (Q5_0, Q5_1 only): bit 4L + k of word v is the 5th bit
+//                                of element 4v + k of block L
+//   qs uint8 [4 u][16 L][4 k]    byte k of group u of block L's 16 nibble bytes (its low nibble:
+//                                element 4u + k, high: 16 + 4u + k)
+// so the low nibbles of 64 bytes qs[u] are elements 4u..4u+3 of every block, lined up with
+// kQ8X16's vector v = u, and their high nibbles with v = u + 4.
 //
 // I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
 // (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
@@ -40,14 +56,14 @@
 
 namespace pagoda::cpu::mm::internal {
 
-enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes, kI16 };
+enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes, kQ8X16, kI16 };
 
 struct Activations {
   const float* x = nullptr;
   const uint16_t* xb = nullptr;
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
-  const float* xs = nullptr;      // kQ8K / kQ8KQ4 only
+  const float* xs = nullptr;      // kQ8K / kQ8KQ4 / kQ8X16 only
   const int32_t* xc = nullptr;    // kQ8Vec only
   const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
@@ -99,5 +115,8 @@ QuantizeI16Fn X86I16Quantizer();
 // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in
 // matmul_quant_x86.cc.
 Kernel X86QuantKernel(SimdLevel level, GgmlType type);
+// The x86 kernels for packed rows (kQ8X16 activations) of Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL at
+// `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
+Kernel X86PackedKernel(SimdLevel level, GgmlType type);
 
 }  // namespace pagoda::cpu::mm::internal

@@ -74,6 +74,21 @@ Kernel X86QuantKernel(SimdLevel level, GgmlType type) {
   return {};
 }
 
+Kernel X86PackedKernel(SimdLevel level, GgmlType type) {
+  switch (level) {
+    case SimdLevel::kPortable:
+      return {};
+    case SimdLevel::kAvx2:
+      return qk_avx2::PackedKernels(type);
+    case SimdLevel::kAvx512:
+      return qk_avx512::PackedKernels(type);
+    case SimdLevel::kAvx512Vnni:
+    case SimdLevel::kAvx512Bf16:
+      return qk_vnni::PackedKernels(type);
+  }
+  return {};
+}
+
 }  // namespace pagoda::cpu::mm::internal
 
 #pragma GCC diagnostic pop

@@ -572,6 +572,7 @@ Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
 ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
 Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
+Kernel X86PackedKernel(SimdLevel, GgmlType) { return {}; }
 }  // namespace pagoda::cpu::mm::internal
 
 #endif

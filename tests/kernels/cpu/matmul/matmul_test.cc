@@ -43,10 +43,22 @@ struct Matrix {
   GgmlType type;
   int64_t rows, cols;
   std::vector<uint8_t> bytes;
-  std::vector<float> deq;  // dequantized [rows][cols]
+  std::vector<float> deq;       // dequantized [rows][cols]
+  std::vector<uint8_t> packed;  // PackRows' copy (Pack())
   WeightView view() const {
     const int64_t rb = *RowBytes(type, cols);
-    return WeightView{type, bytes.data(), rows, cols, rb};
+    WeightView v{type, bytes.data(), rows, cols, rb};
+    if (!packed.empty()) {
+      v.packed = packed.data();
+      v.packed_row_bytes = PackedRowBytes(type, cols);
+    }
+    return v;
+  }
+  // Makes view() carry a packed copy (types with CanPackRows).
+  void Pack() {
+    std::vector<uint8_t> out(static_cast<size_t>(rows * PackedRowBytes(type, cols)) + 1);
+    PackRows(view(), out.data());
+    packed = std::move(out);
   }
 };
 
@@ -91,7 +103,7 @@ void RandomBlocks(GgmlType type, int64_t cols, float scale, std::mt19937& rng, u
 Matrix RandomMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Matrix m{type, rows, cols, {}, {}};
+  Matrix m{type, rows, cols, {}, {}, {}};
   const int64_t rb = *RowBytes(type, cols);
   m.bytes.resize(static_cast<size_t>(rows * rb));
   m.deq.resize(static_cast<size_t>(rows * cols));
@@ -180,7 +192,8 @@ bool F16FastPath(F16Matmul mode, SimdLevel level, int64_t n) {
 
 // |y - ref| bound for element (t, r) of a MatMul call with n tokens and default options (see
 // the file comment).
-double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_t n) {
+double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_t n,
+             bool packed = false) {
   const float* w = m.deq.data() + r * m.cols;
   const int64_t act_block = IsKQuant(m.type) ? 256 : 32;
   double s = 0.0, q8 = 0.0;
@@ -201,7 +214,7 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
   if (m.type == GgmlType::kBF16 && level >= SimdLevel::kAvx512Bf16) bound += s / 256.0;
   const bool int8_acts = Is32Quant(m.type) || IsKQuant(m.type);
   if (int8_acts && level > SimdLevel::kPortable) bound += 1.01 * q8;
-  if (HasFp32Correction(m.type) && level > SimdLevel::kPortable) bound += 1e-4 * s;
+  if ((HasFp32Correction(m.type) || packed) && level > SimdLevel::kPortable) bound += 1e-4 * s;
   if (m.type == GgmlType::kF16 && F16FastPath(kDefaultF16Matmul, level, n)) {
     bound += kDefaultF16Matmul == F16Matmul::kInt16 ? I16Bound(w, x, m.cols) : s / 128.0;
   }
@@ -212,6 +225,7 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
 void ExpectMatches(const Matrix& m, const std::vector<float>& x, int64_t n,
                    const std::vector<float>& y, SimdLevel level, int64_t batch = -1) {
   if (batch < 0) batch = n;
+  const bool packed = !m.packed.empty();
   int failures = 0;
   for (int64_t t = 0; t < n && failures < 5; ++t) {
     const float* xt = x.data() + t * m.cols;
@@ -220,10 +234,10 @@ void ExpectMatches(const Matrix& m, const std::vector<float>& x, int64_t n,
       double ref = 0.0;
       for (int64_t c = 0; c < m.cols; ++c) ref += static_cast<double>(w[c]) * xt[c];
       const double err = std::fabs(y[t * m.rows + r] - ref);
-      if (!(err <= Bound(m, xt, r, level, batch))) {
+      if (!(err <= Bound(m, xt, r, level, batch, packed))) {
         ++failures;
         ADD_FAILURE() << "t=" << t << " r=" << r << " y=" << y[t * m.rows + r] << " ref=" << ref
-                      << " bound=" << Bound(m, xt, r, level, batch);
+                      << " bound=" << Bound(m, xt, r, level, batch, packed);
       }
     }
   }
@@ -314,6 +328,50 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
+// Packed rows (PackRows) of the blocks-of-32 types: within the same bounds (+ 1e-4 * S, the
+// offset is applied in fp32) for batches on both sides of the int16 path (cols with partial
+// groups of 16 blocks), and below it each token's outputs bit-identical to those of a call with
+// that token alone and of the same call with 1 thread.
+class PackedMatMulTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
+  const auto [type, level] = GetParam();
+  ASSERT_TRUE(CanPackRows(type));
+  uint32_t seed = 100;
+  for (int64_t cols : {32, 64, 96, 544, 1056, 4096}) {
+    for (int64_t rows : {1, 3, 5, 37}) {
+      if (cols >= 4096 && rows < 37) continue;
+      Matrix m = RandomMatrix(type, rows, cols, seed++);
+      m.Pack();
+      for (int64_t n : {1, 2, 3, 5, 8, 33, 130}) {
+        if (cols >= 1056 && n > 8 && n != 33) continue;
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
+        const std::vector<float> x = RandomActivations(n, cols, seed++);
+        std::vector<float> y(static_cast<size_t>(n * rows), NAN);
+        MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
+        ExpectMatches(m, x, n, y, level);
+        if (n >= 128) continue;
+        std::vector<float> one(static_cast<size_t>(rows)), serial(y.size());
+        for (int64_t t = 0; t < n; ++t) {
+          MatMul(m.view(), x.data() + t * cols, 1, one.data(), MatMulOptions{level});
+          EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * rows, one.size() * 4)) << t;
+        }
+        tbb::task_arena(1).execute(
+            [&] { MatMul(m.view(), x.data(), n, serial.data(), MatMulOptions{level}); });
+        EXPECT_EQ(0, std::memcmp(serial.data(), y.data(), y.size() * 4));
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PackableTypesAndLevels, PackedMatMulTest,
+                         ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                                              GgmlType::kQ5_0, GgmlType::kQ5_1,
+                                                              GgmlType::kIQ4_NL),
+                                            ::testing::ValuesIn(Levels())),
+                         ParamName);
+
 // Each F16 batch mode: within its bound where it applies, and exactly the exact path below 32
 // tokens or below its level.
 TEST(MatMulApiTest, F16BatchModesStayWithinTheirBounds) {
@@ -401,7 +459,11 @@ TEST(MatMulApiTest, LevelNamesParse) {
   if (DetectSimdLevel() >= SimdLevel::kAvx512Vnni) {
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Vnni), "avx512vnni/q4_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Bf16), "avx512vnni/q4_k");
+    EXPECT_STREQ(KernelName(GgmlType::kQ5_1, SimdLevel::kAvx512Vnni, true), "avx512vnni/q5_1x16");
   }
+  EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kPortable, true), "portable/dequant+f32");
+  EXPECT_FALSE(CanPackRows(GgmlType::kQ4_K));
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_0, 544), 2 * 16 * 22);
 }
 
 // MatMulSameInput gives MatMul's bits for every matrix, also when their types differ (a
