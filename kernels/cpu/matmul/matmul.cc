@@ -70,9 +70,9 @@ void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd)
 }
 
 // One token of a K-quant row (cols a multiple of 256): one scale per 256 (d = amax / 127,
-// round to nearest even), the scaled sum of every 16 quantized values and, when xsum32 is not
-// null (kQ8KQ4), the plain sum of every 32 (|sum| <= 32 * 127).
-void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs, int16_t* xsum32) {
+// round to nearest even), the scaled and the plain sum of every 16 quantized values
+// (|sum| <= 16 * 127).
+void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs, int16_t* xsum) {
   for (int64_t b = 0; b < cols / 256; ++b) {
     const float* xb = x + b * 256;
     float amax = 0.0f;
@@ -88,10 +88,7 @@ void QuantizeQ8K(const float* x, int64_t cols, int8_t* xq, float* xd, float* xs,
         sum += static_cast<int32_t>(q);
       }
       xs[b * 16 + g] = d * static_cast<float>(sum);
-      if (xsum32 != nullptr) {
-        int16_t& pair = xsum32[b * 8 + g / 2];
-        pair = static_cast<int16_t>((g % 2 == 0 ? 0 : pair) + sum);
-      }
+      xsum[b * 16 + g] = static_cast<int16_t>(sum);
     }
   }
 }
@@ -143,7 +140,7 @@ struct PreparedActivations {
   std::vector<uint8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
   std::vector<float> xpd;
   std::vector<int16_t> xi;    // kI16
-  std::vector<int16_t> xsum;  // kQ8KQ4
+  std::vector<int16_t> xsum;  // kQ8K, kQ8KQ4
   Activations view;
 };
 
@@ -201,7 +198,7 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.xq.resize(static_cast<size_t>(n * cols));
     p.xd.resize(static_cast<size_t>(n * cols / 256));
     p.xs.resize(static_cast<size_t>(n * cols / 16));
-    if (format == ActFormat::kQ8KQ4) p.xsum.resize(static_cast<size_t>(n * cols / 32));
+    p.xsum.resize(static_cast<size_t>(n * cols / 16));
   }
 }
 
@@ -229,10 +226,9 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
           LaneStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / 4);
       } else {
         int8_t* xq = p.xq.data() + t * cols;
-        const bool q4 = format == ActFormat::kQ8KQ4;
         QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16,
-                    q4 ? p.xsum.data() + t * cols / 32 : nullptr);
-        if (q4) PermuteForQ4K(xq, cols);
+                    p.xsum.data() + t * cols / 16);
+        if (format == ActFormat::kQ8KQ4) PermuteForQ4K(xq, cols);
       }
     }
   });

@@ -13,11 +13,12 @@
 //   kQ8K:  xq int8 [n][ld]                   (ld = cols, a multiple of 256: the K-quant rows)
 //          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
 //          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)
+//          xsum int16 [n][cols / 16]         the plain sums: xsum[t][g] = sum of xq[t][16g..16g+16)
 //          x[t][c] ~= xd[t][c / 256] * xq[t][c]
 //   kQ8KQ4: kQ8K with xq in Q4_K's nibble order: each 128 columns stored as
-//          [0, 32) [64, 96) [32, 64) [96, 128) (xd, xs unchanged), so one 64-byte load of Q4_K
-//          codes masked to its low or high nibbles lines up with 64 consecutive xq bytes; and
-//          xsum int16 [n][cols / 32]          the sum of each 32 xq (natural order)
+//          [0, 32) [64, 96) [32, 64) [96, 128) (xd, xs, xsum unchanged: natural order), so one
+//          64-byte load of Q4_K codes masked to its low or high nibbles lines up with 64
+//          consecutive xq bytes
 //   kQ8Lanes: Q8_0-quantized activations (as kQ8) packed with tokens in the vector lanes, in
 //          groups of 16 tokens (a partial last group padded with zero tokens), nb = cols / 32:
 //          xp uint8 [group][nb][8][16 tokens][4]   xq + 128 (xq ^ 0x80) of codes 4k..4k+3 of
@@ -68,7 +69,7 @@ struct Activations {
   const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
   const int16_t* xi = nullptr;    // kI16 only
-  const int16_t* xsum = nullptr;  // kQ8KQ4 only
+  const int16_t* xsum = nullptr;  // kQ8K / kQ8KQ4 only
   int64_t cols = 0;
   int64_t ld = 0;  // row stride of xb / xq / xi in elements
 };
