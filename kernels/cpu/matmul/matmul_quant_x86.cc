@@ -59,35 +59,28 @@ namespace qk_vnni {
 }  // namespace qk_vnni
 #pragma GCC pop_options
 
-Kernel X86QuantKernel(SimdLevel level, GgmlType type) {
+namespace {
+
+// The kernel of `level`'s body: for packed rows (PackedKernels) or the file's rows (Kernels).
+Kernel LevelKernel(SimdLevel level, GgmlType type, bool packed) {
   switch (level) {
     case SimdLevel::kPortable:
       return {};
     case SimdLevel::kAvx2:
-      return qk_avx2::Kernels(type);
+      return packed ? qk_avx2::PackedKernels(type) : qk_avx2::Kernels(type);
     case SimdLevel::kAvx512:
-      return qk_avx512::Kernels(type);
+      return packed ? qk_avx512::PackedKernels(type) : qk_avx512::Kernels(type);
     case SimdLevel::kAvx512Vnni:
     case SimdLevel::kAvx512Bf16:
-      return qk_vnni::Kernels(type);
+      return packed ? qk_vnni::PackedKernels(type) : qk_vnni::Kernels(type);
   }
   return {};
 }
 
-Kernel X86PackedKernel(SimdLevel level, GgmlType type) {
-  switch (level) {
-    case SimdLevel::kPortable:
-      return {};
-    case SimdLevel::kAvx2:
-      return qk_avx2::PackedKernels(type);
-    case SimdLevel::kAvx512:
-      return qk_avx512::PackedKernels(type);
-    case SimdLevel::kAvx512Vnni:
-    case SimdLevel::kAvx512Bf16:
-      return qk_vnni::PackedKernels(type);
-  }
-  return {};
-}
+}  // namespace
+
+Kernel X86QuantKernel(SimdLevel level, GgmlType type) { return LevelKernel(level, type, false); }
+Kernel X86PackedKernel(SimdLevel level, GgmlType type) { return LevelKernel(level, type, true); }
 
 }  // namespace pagoda::cpu::mm::internal
 
