@@ -58,6 +58,7 @@ struct BackendCapabilities {
   int32_t max_model_len = 0;           // context length a sequence may reach
   int32_t num_blocks = 0;              // KV pool size
   int32_t block_size = 0;
+  int64_t packed_weight_bytes = 0;  // for logs: CPU load-time packed weight copies (0: none)
 };
 
 class Backend {

@@ -298,8 +298,9 @@ int RunServer(const PagodaConfig& cfg) {
   int port = 0;
   auto server = StartGrpc(cfg.server, *creds, service, &port);
   if (!server.ok()) return StartupFailed(server.status(), kExitStartupFailed);
-  spdlog::info("serving {} on {} (port {}), backend {}, kernels {}", s.ctx.model_name,
-               cfg.server.listen_address, port, s.ctx.backend_name, backend.capabilities().kernels);
+  spdlog::info("serving {} on {} (port {}), backend {}, kernels {}, packed weights {} MiB",
+               s.ctx.model_name, cfg.server.listen_address, port, s.ctx.backend_name,
+               backend.capabilities().kernels, backend.capabilities().packed_weight_bytes >> 20);
   bool unhealthy_reported = false;
   const int sig = WaitForSignal([&] { WatchBackendHealth(s, **server, &unhealthy_reported); });
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);

@@ -148,6 +148,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
   caps_.num_blocks = pool_.num_blocks();
   caps_.block_size = pool_.config().block_size;
   caps_.kernels = SimdLevelName(EffectiveSimdLevel(options.max_simd_level));
+  caps_.packed_weight_bytes = packed_.bytes();
   const size_t n = static_cast<size_t>(limits.max_num_batched_tokens);
   scratch_.Reserve(config, static_cast<int64_t>(n));
   x_.resize(n * config.n_embd);
