@@ -101,8 +101,7 @@ const Weights& GetWeights(GgmlType type, const Shape& s) {
   }
   w->view = WeightView{type, w->bytes.data(), s.rows, s.cols, rb};
   if (PackFromEnv() && CanPackRows(type)) {
-    w->view.packed_row_bytes = PackedRowBytes(type, s.cols);
-    w->packed.resize(static_cast<size_t>(s.rows * w->view.packed_row_bytes));
+    w->packed.resize(static_cast<size_t>(s.rows * PackedRowBytes(type, s.cols)));
     PackRows(w->view, w->packed.data());
     w->view.packed = w->packed.data();
   }

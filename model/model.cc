@@ -94,10 +94,10 @@ Status CheckWeightsFinite(const ModelWeights& w) {
         {"bk", &y.bk},
         {"bv", &y.bv}};
     for (const auto& [name, v] : vectors) PAGODA_RETURN_IF_ERROR(CheckFinite(*v, p + name));
-    const std::pair<const char*, const WeightView*> matrices[] = {
-        {"wq", &y.wq},         {"wk", &y.wk},     {"wv", &y.wv},        {"wo", &y.wo},
-        {"w_gate", &y.w_gate}, {"w_up", &y.w_up}, {"w_down", &y.w_down}};
-    for (const auto& [name, m] : matrices) PAGODA_RETURN_IF_ERROR(CheckMatrixSample(*m, p + name));
+    const auto matrices = y.matrices();
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      PAGODA_RETURN_IF_ERROR(CheckMatrixSample(*matrices[i], p + kLayerMatrixNames[i]));
+    }
   }
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 // converted to owned fp32 vectors at load time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -22,21 +23,29 @@ struct WeightView {
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_bytes = 0;
-  // Optional copy of the rows in the CPU matmul's packed layout (cpu::mm::PackRows), made at
-  // load time by the CPU backend, which owns it; nullptr: none. `data` stays the file's rows.
+  // Optional copy of the rows in the CPU matmul's packed layout (cpu::mm::PackRows; row stride
+  // cpu::mm::PackedRowBytes(type, cols)), made at load time by the CPU backend, which owns it;
+  // nullptr: none. `data` stays the file's rows.
   const uint8_t* packed = nullptr;
-  int64_t packed_row_bytes = 0;
   const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;     // [n_embd]
-  WeightView wq, wk, wv, wo;        // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
-  std::vector<float> bq, bk, bv;    // empty unless the architecture has QKV bias
+  std::vector<float> attn_norm;       // [n_embd]
+  WeightView wq, wk, wv, wo;          // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
+  std::vector<float> bq, bk, bv;      // empty unless the architecture has QKV bias
   std::vector<float> q_norm, k_norm;  // [head_dim]; only when config.has_qk_norm (Qwen3)
-  std::vector<float> ffn_norm;      // [n_embd]
-  WeightView w_gate, w_up, w_down;  // [n_ff][n_embd] x2, [n_embd][n_ff]
+  std::vector<float> ffn_norm;        // [n_embd]
+  WeightView w_gate, w_up, w_down;    // [n_ff][n_embd] x2, [n_embd][n_ff]
+
+  // The seven projection matrices, in the order of kLayerMatrixNames.
+  std::array<WeightView*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
+  std::array<const WeightView*, 7> matrices() const {
+    return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
+  }
 };
+inline constexpr const char* kLayerMatrixNames[7] = {"wq",     "wk",   "wv",    "wo",
+                                                     "w_gate", "w_up", "w_down"};
 
 struct ModelWeights {
   WeightView token_embd;  // [vocab][n_embd]

@@ -72,7 +72,7 @@ StepWeights WeightsPerToken(const Model& m) {
   };
   add(m.weights.output);
   for (const LayerWeights& l : m.weights.layers) {
-    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
+    for (const WeightView* w : l.matrices()) add(*w);
   }
   return s;
 }

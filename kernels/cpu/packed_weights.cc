@@ -21,14 +21,13 @@ void PackedWeights::PackView(WeightView& view) {
   madvise(p, size, MADV_HUGEPAGE);  // advisory: ignored where THP is off
   mm::PackRows(view, p);
   view.packed = p;
-  view.packed_row_bytes = row_bytes;
   bytes_ += view.rows * row_bytes;
 }
 
 ModelWeights PackedWeights::Pack(const ModelWeights& weights) {
   ModelWeights out = weights;
   for (LayerWeights& l : out.layers) {
-    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) PackView(*v);
+    for (WeightView* v : l.matrices()) PackView(*v);
   }
   PackView(out.output);
   return out;

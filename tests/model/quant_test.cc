@@ -454,36 +454,30 @@ TEST_P(LlamaCppQuantizedFile, ModelMatchesLlamaCppLogits) {
     EXPECT_EQ(TypeName(t.type), meta["tensor_types"][t.name].get<std::string>()) << t.name;
   }
   const cpu::mm::MatMulOptions options = KernelOptions();
-  std::string level = KernelLevelInUse(options);
-  for (const auto& [name, type] : meta["tensor_types"].items()) {
-    const auto parsed = ParseTypeName(type.get<std::string>());
-    ASSERT_TRUE(parsed) << type;
-    const std::string kernel = cpu::mm::KernelName(*parsed, cpu::mm::EffectiveSimdLevel(options));
-    if (level.find(kernel) == std::string::npos) level += " " + kernel;
-  }
   const double max_abs = meta["suggested_tolerance"]["max_abs_logit"].get<double>();
   const double rms = meta["suggested_tolerance"]["rms_logit"].get<double>();
-  const std::string what = std::string("llama-gqa-") + GetParam() + " (llama.cpp file)";
-  testing::ExpectWithinSynthReference(*model, base + ".reference.json", max_abs, rms, what + level,
-                                      options);
-  const int greedy = testing::ExpectGreedyRobustPrefix(*model, base + ".reference.json", options);
-  std::printf("  greedy tokens equal over the robust prefixes: %d\n", greedy);
+  // The logits and greedy checks, labelled with the kernels of the file's types.
+  const auto check = [&](bool packed) {
+    std::string level = KernelLevelInUse(options);
+    for (const auto& [name, type] : meta["tensor_types"].items()) {
+      const auto parsed = ParseTypeName(type.get<std::string>());
+      ASSERT_TRUE(parsed) << type;
+      const std::string kernel =
+          cpu::mm::KernelName(*parsed, cpu::mm::EffectiveSimdLevel(options), packed);
+      if (level.find(kernel) == std::string::npos) level += " " + kernel;
+    }
+    const std::string what = std::string("llama-gqa-") + GetParam() + " (llama.cpp file)" +
+                             (packed ? " packed" : "") + level;
+    testing::ExpectWithinSynthReference(*model, base + ".reference.json", max_abs, rms, what,
+                                        options);
+    const int greedy = testing::ExpectGreedyRobustPrefix(*model, base + ".reference.json", options);
+    std::printf("  greedy tokens equal over the robust prefixes: %d\n", greedy);
+  };
+  check(false);
   // Again with the CPU backend's packed copies (cpu::PackedWeights) where the types have them.
   cpu::PackedWeights packed;
   model->weights = packed.Pack(model->weights);
-  if (packed.bytes() == 0) return;
-  std::string packed_level = KernelLevelInUse(options);
-  for (const auto& [name, type] : meta["tensor_types"].items()) {
-    const auto parsed = ParseTypeName(type.get<std::string>());
-    const std::string kernel =
-        cpu::mm::KernelName(*parsed, cpu::mm::EffectiveSimdLevel(options), true);
-    if (packed_level.find(kernel) == std::string::npos) packed_level += " " + kernel;
-  }
-  testing::ExpectWithinSynthReference(*model, base + ".reference.json", max_abs, rms,
-                                      what + " packed" + packed_level, options);
-  const int packed_greedy =
-      testing::ExpectGreedyRobustPrefix(*model, base + ".reference.json", options);
-  std::printf("  packed: greedy tokens equal over the robust prefixes: %d\n", packed_greedy);
+  if (packed.bytes() > 0) check(true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, LlamaCppQuantizedFile,

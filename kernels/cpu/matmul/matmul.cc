@@ -320,7 +320,7 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, b
   if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {
     return {internal::X86I16Kernel(), RowConversion::kI16};
   }
-  if (packed && level != SimdLevel::kPortable) {
+  if (packed) {  // no packed kernel at kPortable: the file's rows
     const Kernel k = internal::X86PackedKernel(level, type);
     if (k.fn != nullptr) return {k, RowConversion::kPacked};
   }
@@ -333,7 +333,7 @@ int64_t TileRowBytes(const WeightView& w, RowConversion c) {
   if (c == RowConversion::kF32) return w.cols * 4;
   if (c == RowConversion::kBf16) return w.cols * 2;
   if (c == RowConversion::kI16) return (w.cols + 31) / 32 * internal::kI16BlockBytes / 16;
-  if (c == RowConversion::kPacked) return w.packed_row_bytes;
+  if (c == RowConversion::kPacked) return PackedRowBytes(w.type, w.cols);
   return w.row_bytes;
 }
 
@@ -369,8 +369,8 @@ const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, in
                            TileBuffers& buf, int64_t* stride) {
   if (plan.conversion == RowConversion::kNone) return w.row(r0);
   if (plan.conversion == RowConversion::kPacked) {
-    *stride = w.packed_row_bytes;
-    return w.packed + r0 * w.packed_row_bytes;
+    *stride = TileRowBytes(w, plan.conversion);
+    return w.packed + r0 * *stride;
   }
   if (plan.conversion == RowConversion::kI16) {
     *stride = 16 * TileRowBytes(w, plan.conversion);
@@ -417,9 +417,8 @@ SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
 
 const char* KernelName(GgmlType type, SimdLevel level, bool packed) {
   level = cpu::EffectiveSimdLevel(level);
-  if (packed && level != SimdLevel::kPortable) {
-    const Kernel k = internal::X86PackedKernel(level, type);
-    if (k.fn != nullptr) return k.name;
+  if (packed) {
+    if (const Kernel k = internal::X86PackedKernel(level, type); k.fn != nullptr) return k.name;
   }
   const Kernel k = SelectKernel(level, type);
   if (k.fn != nullptr) return k.name;

@@ -88,8 +88,8 @@ const char* KernelName(GgmlType type, SimdLevel level, bool packed = false);
 // Load-time packing of rows for faster decode (see "Packed rows" above). CanPackRows: whether
 // `type` has a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL); PackedRowBytes: the bytes of one
 // packed row of `cols` elements (cols rounded up to 512); PackRows writes w's rows at dst
-// (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed (and
-// w.packed_row_bytes) at it; MatMul then reads it where its kernels can.
+// (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed at it;
+// MatMul then reads it where its kernels can.
 bool CanPackRows(GgmlType type);
 int64_t PackedRowBytes(GgmlType type, int64_t cols);
 void PackRows(const WeightView& w, uint8_t* dst);

@@ -42,7 +42,8 @@
 //   qs uint8 [4 u][16 L][4 k]    byte k of group u of block L's 16 nibble bytes (its low nibble:
 //                                element 4u + k, high: 16 + 4u + k)
 // so the low nibbles of 64 bytes qs[u] are elements 4u..4u+3 of every block, lined up with
-// kQ8X16's vector v = u, and their high nibbles with v = u + 4.
+// kQ8X16's vector v = u, and their high nibbles with v = u + 4. PackedGroup below gives the
+// offsets, for PackRows and the kernels alike.
 //
 // I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
 // (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
@@ -116,6 +117,15 @@ QuantizeI16Fn X86I16Quantizer();
 // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in
 // matmul_quant_x86.cc.
 Kernel X86QuantKernel(SimdLevel level, GgmlType type);
+// Bytes and field offsets of a packed group (the layout above) of a format with `block_bytes`
+// per block and (has_min) a min per block.
+struct PackedGroupLayout {
+  int64_t bytes, m, qh, qs;
+};
+constexpr PackedGroupLayout PackedGroup(int64_t block_bytes, bool has_min) {
+  return {16 * block_bytes, 32, has_min ? 64 : 32, 16 * block_bytes - 256};
+}
+
 // The x86 kernels for packed rows (kQ8X16 activations) of Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL at
 // `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
 Kernel X86PackedKernel(SimdLevel level, GgmlType type);

@@ -462,7 +462,7 @@ KvCacheConfig SmallF32Kv() {
 // Re-stores the layer matrices of m in `type` (quantized from their fp32 values).
 void QuantizeLayers(RandomModel& m, GgmlType type) {
   for (LayerWeights& l : m.weights.layers) {
-    for (WeightView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+    for (WeightView* v : l.matrices()) {
       const int64_t rb = *RowBytes(type, v->cols);
       std::vector<float>& q = m.storage.emplace_back(static_cast<size_t>(v->rows * rb + 3) / 4);
       auto* dst = reinterpret_cast<uint8_t*>(q.data());

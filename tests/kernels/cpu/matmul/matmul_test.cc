@@ -48,15 +48,12 @@ struct Matrix {
   WeightView view() const {
     const int64_t rb = *RowBytes(type, cols);
     WeightView v{type, bytes.data(), rows, cols, rb};
-    if (!packed.empty()) {
-      v.packed = packed.data();
-      v.packed_row_bytes = PackedRowBytes(type, cols);
-    }
+    if (!packed.empty()) v.packed = packed.data();
     return v;
   }
   // Makes view() carry a packed copy (types with CanPackRows).
   void Pack() {
-    std::vector<uint8_t> out(static_cast<size_t>(rows * PackedRowBytes(type, cols)) + 1);
+    std::vector<uint8_t> out(static_cast<size_t>(rows * PackedRowBytes(type, cols)));
     PackRows(view(), out.data());
     packed = std::move(out);
   }
