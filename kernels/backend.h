@@ -33,7 +33,9 @@ struct StepSequence {
   int32_t num_computed_tokens = 0;       // tokens already in the KV cache
   std::span<const int32_t> block_table;  // covers num_computed_tokens + query_len positions
   bool is_decode = false;                // true: attention_block_tkg path; false: prefill
-  bool needs_logits = true;              // logits of this sequence's last token are wanted
+  // Logits wanted for this sequence's last num_logits tokens, in [0, query_len]: 1 for the
+  // next token, k + 1 when a decode verifies k speculative tokens (rows in position order).
+  int32_t num_logits = 1;
 };
 
 struct StepBatch {
@@ -59,6 +61,8 @@ struct BackendCapabilities {
   int32_t num_blocks = 0;              // KV pool size
   int32_t block_size = 0;
   int64_t packed_weight_bytes = 0;  // for logs: CPU load-time packed weight copies (0: none)
+  // StepSequence::num_logits > 1 (speculative verification) is supported.
+  bool multi_token_logits = false;
 };
 
 class Backend {
@@ -66,10 +70,10 @@ class Backend {
   virtual ~Backend() = default;
 
   // Runs one step. `logits` (owned by the caller) receives [n][vocab] rows, one per sequence
-  // with needs_logits, in batch order; it must hold exactly that many rows. Errors:
-  // INVALID_ARGUMENT for a malformed batch (nothing is written), INTERNAL for a device failure
-  // (the KV of this step's sequences is then unspecified and the engine must fail or recompute
-  // them).
+  // per wanted position (StepSequence::num_logits), in batch order; it must hold exactly that many
+  // rows. Errors: INVALID_ARGUMENT for a malformed batch (nothing is written), INTERNAL for a
+  // device failure (the KV of this step's sequences is then unspecified and the engine must fail or
+  // recompute them).
   virtual Status Execute(const StepBatch& batch, std::span<float> logits) = 0;
 
   virtual const BackendCapabilities& capabilities() const = 0;

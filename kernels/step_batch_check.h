@@ -16,8 +16,9 @@ namespace pagoda {
 
 // INVALID_ARGUMENT unless the sequences cover token_ids in contiguous, ascending, non-empty row
 // ranges, decodes first, each block table covers its sequence's positions with ids below
-// caps.num_blocks, and `logits_size` is one `vocab`-wide row per sequence with needs_logits. A
-// sequence ending past `max_len` returns `past_max_len(end)` (the backend's own OUT_OF_RANGE).
+// caps.num_blocks, and `logits_size` is num_logits `vocab`-wide rows per sequence (0 <= num_logits
+// <= query_len). A sequence ending past `max_len` returns `past_max_len(end)` (the backend's own
+// OUT_OF_RANGE).
 template <typename PastMaxLen>
 Status ValidateStepSequences(const StepBatch& b, size_t logits_size,
                              const BackendCapabilities& caps, int32_t vocab, int64_t max_len,
@@ -39,7 +40,10 @@ Status ValidateStepSequences(const StepBatch& b, size_t logits_size,
       if (blk < 0 || blk >= caps.num_blocks) return InvalidArgument("seqs: block id past the pool");
     }
     next_row += s.query_len;
-    logit_rows += s.needs_logits ? 1 : 0;
+    if (s.num_logits < 0 || s.num_logits > s.query_len) {
+      return InvalidArgument("seqs: num_logits must be in [0, query_len]");
+    }
+    logit_rows += s.num_logits;
   }
   if (next_row != static_cast<int32_t>(b.token_ids.size())) {
     return InvalidArgument("seqs: do not cover token_ids");

@@ -224,6 +224,25 @@ Status KvCacheManager::Fork(int64_t parent_seq_id, int64_t child_seq_id) {
   return Status::Ok();
 }
 
+Status KvCacheManager::TruncateSlots(int64_t seq_id, int32_t num_tokens) {
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return NotFound(SeqName(seq_id) + " is not allocated");
+  SequenceState& seq = it->second;
+  if (num_tokens < seq.num_committed_tokens || num_tokens > seq.num_tokens) {
+    return OutOfRange("kv cache: truncating " + SeqName(seq_id) + " to " +
+                      std::to_string(num_tokens) + " positions; it has " +
+                      std::to_string(seq.num_committed_tokens) + " committed and " +
+                      std::to_string(seq.num_tokens) + " reserved");
+  }
+  const size_t keep = static_cast<size_t>((num_tokens + block_size() - 1) / block_size());
+  while (seq.block_table.size() > keep) {  // uncommitted blocks: never in the prefix cache
+    pool_.DecRef(seq.block_table.back());
+    seq.block_table.pop_back();
+  }
+  seq.num_tokens = num_tokens;
+  return Status::Ok();
+}
+
 Status KvCacheManager::Free(int64_t seq_id) {
   auto it = sequences_.find(seq_id);
   if (it == sequences_.end()) return NotFound(SeqName(seq_id) + " is not allocated");

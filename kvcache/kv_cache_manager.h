@@ -80,6 +80,10 @@ class KvCacheManager {
   // Reports the ids of the next committed tokens (their KV is in the pool). Each block that
   // becomes full is registered in the prefix cache. OutOfRange past the reserved slots.
   Status CommitTokens(int64_t seq_id, std::span<const int32_t> token_ids);
+  // Gives back the reserved slots past the first `num_tokens` positions (speculative tokens that
+  // were rejected): blocks no longer needed return to the pool. Committed positions stay, so
+  // num_committed_tokens <= num_tokens <= the reserved count (OutOfRange otherwise).
+  Status TruncateSlots(int64_t seq_id, int32_t num_tokens);
   // Makes `child_seq_id` share all of the parent's blocks. The parent must have no reserved
   // but uncommitted slots (FailedPrecondition), so the shared blocks are never written twice.
   Status Fork(int64_t parent_seq_id, int64_t child_seq_id);

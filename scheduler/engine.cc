@@ -21,6 +21,7 @@ Status ValidateEngineConfig(const EngineConfig& c) {
   PAGODA_RETURN_IF_ERROR(
       CheckRange("server.max_waiting_requests", c.max_waiting_requests, kMaxWaitingRequestsRange));
   PAGODA_RETURN_IF_ERROR(CheckRange("engine.max_model_len", c.max_model_len, kMaxModelLenRange));
+  PAGODA_RETURN_IF_ERROR(ValidateSpeculativeConfig(c.speculative));
   if (c.max_model_len == 1) {
     return InvalidArgument(
         "engine.max_model_len: 1 leaves no room for a prompt token and a generated one (0: the "
@@ -38,6 +39,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backe
                            std::to_string(config.scheduler.max_num_batched_tokens) +
                            " exceeds the backend's " + std::to_string(caps.max_num_batched_tokens));
   }
+  if (config.speculative.enabled() && !caps.multi_token_logits) {
+    return InvalidArgument("speculative.method: the " + caps.name +
+                           " backend cannot verify speculative tokens (no multi-token decode)");
+  }
   if (config.scheduler.max_num_seqs > caps.max_num_seqs) {
     return InvalidArgument("engine.max_num_seqs: exceeds the backend's " +
                            std::to_string(caps.max_num_seqs));
@@ -51,8 +56,10 @@ Engine::Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig&
       max_waiting_requests_(config.max_waiting_requests),
       kv_(backend.capabilities().num_blocks, backend.capabilities().block_size,
           config.enable_prefix_caching),
-      scheduler_(config.scheduler, kv_),
-      processor_(tokenizer, OutputLimits{config.eos_token_ids, max_model_len_}, MakeCoreHooks()) {}
+      scheduler_(config.scheduler, kv_,
+                 config.speculative.enabled() ? config.speculative.disable_by_batch_size : 0),
+      processor_(tokenizer, OutputLimits{config.eos_token_ids, max_model_len_, config.speculative},
+                 MakeCoreHooks()) {}
 
 // The processor's window on the engine core: forks and finished sequences go to the KV cache
 // and the scheduler here, finished request ids leave the inbox's live set.
@@ -202,6 +209,7 @@ void Engine::UpdateStats() {
   stats_.prompt_tokens = prompt_tokens_;
   stats_.generation_tokens = processor_.num_generation_tokens();
   stats_.num_steps = steps_;
+  stats_.speculative = processor_.speculative_stats();
 }
 
 EngineStats Engine::stats() const {
@@ -235,15 +243,19 @@ Result<int32_t> Engine::BuildStepBatch(const SchedulerOutput& out) {
     const Sequence& seq = *sch.seq;
     const int32_t start = static_cast<int32_t>(token_ids_.size());
     const auto first = seq.token_ids.begin() + seq.num_computed_tokens;
-    token_ids_.insert(token_ids_.end(), first, first + sch.num_new_tokens);
+    const int32_t num_known = sch.num_new_tokens - sch.num_draft_tokens;
+    token_ids_.insert(token_ids_.end(), first, first + num_known);
+    token_ids_.insert(token_ids_.end(), seq.draft_token_ids.begin(),
+                      seq.draft_token_ids.begin() + sch.num_draft_tokens);
     slot_mapping_.resize(token_ids_.size());
     PAGODA_RETURN_IF_ERROR(
         kv_.GetSlotMapping(seq.seq_id, seq.num_computed_tokens,
                            std::span<int32_t>(slot_mapping_).subspan(start, sch.num_new_tokens)));
-    const bool needs_logits = seq.num_computed_tokens + sch.num_new_tokens == seq.num_tokens();
+    const bool needs_logits = seq.num_computed_tokens + num_known == seq.num_tokens();
+    const int32_t num_logits = needs_logits ? 1 + sch.num_draft_tokens : 0;
     step_seqs_.push_back({start, sch.num_new_tokens, seq.num_computed_tokens,
-                          kv_.block_table(seq.seq_id), sch.is_decode, needs_logits});
-    logit_rows += needs_logits ? 1 : 0;
+                          kv_.block_table(seq.seq_id), sch.is_decode, num_logits});
+    logit_rows += num_logits;
   }
   return logit_rows;
 }
@@ -256,15 +268,40 @@ void Engine::CommitStep(const SchedulerOutput& out) {
   size_t row = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledSeq& sch = out.scheduled[i];
+    if (sch.num_draft_tokens > 0) {
+      const size_t rows = static_cast<size_t>(step_seqs_[i].num_logits);
+      CommitDecodeWithDrafts(sch,
+                             std::span<const float>(logits_).subspan(row * vocab, rows * vocab));
+      row += rows;
+      continue;
+    }
     Sequence& seq = *sch.seq;
     const int32_t* first = seq.token_ids.data() + seq.num_computed_tokens;
     (void)kv_.CommitTokens(seq.seq_id, std::span<const int32_t>(first, sch.num_new_tokens));
     seq.num_computed_tokens += sch.num_new_tokens;
     if (!sch.is_decode) prompt_tokens_ += sch.num_new_tokens;
-    if (!step_seqs_[i].needs_logits) continue;
+    if (step_seqs_[i].num_logits == 0) continue;
     processor_.ProcessLogits(seq.seq_id,
                              std::span<const float>(logits_).subspan(row++ * vocab, vocab));
   }
+}
+
+// A decode that ran its last token and num_draft_tokens speculative ones: the last token's KV is
+// committed, the processor samples the rows and keeps the accepted drafts (appended to
+// token_ids), whose KV is committed too; the rejected drafts' slots go back to the cache.
+void Engine::CommitDecodeWithDrafts(const ScheduledSeq& sch, std::span<const float> rows) {
+  Sequence& seq = *sch.seq;
+  const int64_t seq_id = seq.seq_id;
+  const int32_t last = seq.token_ids[seq.num_computed_tokens];
+  (void)kv_.CommitTokens(seq_id, std::span<const int32_t>(&last, 1));
+  seq.num_computed_tokens += 1;
+  const std::vector<int32_t> drafts(seq.draft_token_ids.begin(),
+                                    seq.draft_token_ids.begin() + sch.num_draft_tokens);
+  const int32_t accepted = processor_.ProcessDraftLogits(seq_id, rows, drafts);
+  if (!kv_.HasSequence(seq_id)) return;  // finished: its blocks are already freed
+  (void)kv_.CommitTokens(seq_id, std::span<const int32_t>(drafts.data(), accepted));
+  seq.num_computed_tokens += accepted;
+  (void)kv_.TruncateSlots(seq_id, seq.num_computed_tokens);
 }
 
 void Engine::Loop() {

@@ -32,6 +32,7 @@
 #include "scheduler/output_processor.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/speculative.h"
 
 namespace pagoda {
 
@@ -43,6 +44,7 @@ struct EngineConfig {
   int32_t max_model_len = 0;            // engine.max_model_len; 0: the backend's
   bool enable_prefix_caching = true;    // kv_cache.enable_prefix_caching
   std::vector<int32_t> eos_token_ids;   // model end tokens (EOS, end-of-turn, ...); from the model
+  SpeculativeConfig speculative;        // the `speculative:` section
   bool operator==(const EngineConfig&) const = default;
 };
 inline constexpr IntRange kMaxWaitingRequestsRange{1, kInt32Max};
@@ -62,6 +64,7 @@ struct EngineStats {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t num_steps = 0;
+  SpeculativeStats speculative;  // as vLLM's spec_decode_* counters
 };
 
 class Engine {
@@ -110,6 +113,7 @@ class Engine {
   Status RunStep(const SchedulerOutput& out);
   Result<int32_t> BuildStepBatch(const SchedulerOutput& out);
   void CommitStep(const SchedulerOutput& out);
+  void CommitDecodeWithDrafts(const ScheduledSeq& sch, std::span<const float> rows);
   void Loop();
   void UpdateStats();
 

@@ -15,6 +15,7 @@ struct OutputProcessor::SampleState {
   std::unique_ptr<StreamingDecoder> detok;
   std::unique_ptr<StopChecker> stop;
   FinishReason finish = FinishReason::kNone;
+  int32_t max_drafts = 0;  // the next proposal's length limit (speculative.h's rule)
 };
 
 struct OutputProcessor::RequestState {
@@ -68,9 +69,53 @@ void OutputProcessor::RecordSchedule(const SchedulerOutput& out, EngineClock::ti
 
 void OutputProcessor::ProcessLogits(int64_t seq_id, std::span<const float> logits) {
   ProcessSampled(*samples_by_seq_.at(seq_id), logits);
+  ProposeDrafts(seq_id);
 }
 
-void OutputProcessor::ProcessSampled(SampleState& s, std::span<const float> logits) {
+int32_t OutputProcessor::ProcessDraftLogits(int64_t seq_id, std::span<const float> rows,
+                                            std::span<const int32_t> drafts) {
+  const size_t vocab = rows.size() / (drafts.size() + 1);
+  SampleState& s = *samples_by_seq_.at(seq_id);
+  int32_t accepted = 0;
+  for (size_t i = 0; i <= drafts.size(); ++i) {
+    const int32_t token = ProcessSampled(s, rows.subspan(i * vocab, vocab));
+    // A finished sample's state may be gone (its request erased): look it up, do not touch s.
+    if (i == drafts.size() || !samples_by_seq_.contains(seq_id) || token != drafts[i]) break;
+    ++accepted;
+  }
+  ++spec_stats_.num_drafts;
+  spec_stats_.num_draft_tokens += static_cast<int64_t>(drafts.size());
+  spec_stats_.num_accepted_tokens += accepted;
+  if (spec_stats_.accepted_per_position.size() < drafts.size()) {
+    spec_stats_.accepted_per_position.resize(drafts.size());
+  }
+  for (int32_t i = 0; i < accepted; ++i) ++spec_stats_.accepted_per_position[i];
+  auto it = samples_by_seq_.find(seq_id);
+  if (it != samples_by_seq_.end()) {
+    it->second->max_drafts = std::min(limits_.speculative.num_tokens, accepted + 1);
+    ProposeDrafts(seq_id);
+  }
+  return accepted;
+}
+
+// Sets the live sample's next speculative tokens (none when speculation is off for it): at most
+// its max_drafts, the output tokens left after the next sampled one, and the context left.
+void OutputProcessor::ProposeDrafts(int64_t seq_id) {
+  auto it = samples_by_seq_.find(seq_id);
+  if (it == samples_by_seq_.end()) return;
+  SampleState& s = *it->second;
+  s.seq.draft_token_ids.clear();
+  const SpeculativeConfig& c = limits_.speculative;
+  if (c.method != SpeculativeMethod::kNgram || !s.request->request.speculative) return;
+  const int32_t left_output =
+      s.request->request.stopping.max_tokens - s.seq.num_output_tokens() - 1;
+  const int32_t left_context = limits_.max_model_len - s.seq.num_tokens();
+  const int32_t k = std::min({s.max_drafts, left_output, left_context});
+  if (k <= 0) return;
+  s.seq.draft_token_ids = ProposeNgram(s.seq.token_ids, c.ngram_min, c.ngram_max, k);
+}
+
+int32_t OutputProcessor::ProcessSampled(SampleState& s, std::span<const float> logits) {
   RequestState& r = *s.request;
   if (s.seq.sample_index == 0 && !r.forked) {
     r.forked = true;
@@ -80,8 +125,11 @@ void OutputProcessor::ProcessSampled(SampleState& s, std::span<const float> logi
   if (!s.sampler) {
     s.sampler = std::make_unique<Sampler>(r.request.sampling, s.seq.sample_index,
                                           std::span<const int32_t>(r.request.prompt_token_ids));
+    s.max_drafts = limits_.speculative.num_tokens;
   }
-  AppendToken(s, s.sampler->Sample(logits));
+  const SampleResult sampled = s.sampler->Sample(logits);
+  AppendToken(s, sampled);
+  return sampled.token;
 }
 
 // Creates samples 1..n-1 of a request as forks of sample 0 right after its prompt: they share
@@ -106,7 +154,10 @@ void OutputProcessor::ForkSamples(RequestState& r, std::span<const float> logits
   }
   for (int32_t i = 1; i < static_cast<int32_t>(r.samples.size()); ++i) {
     SampleState& c = *r.samples[i];
-    if (c.finish == FinishReason::kNone) ProcessSampled(c, logits);
+    if (c.finish != FinishReason::kNone) continue;
+    const int64_t seq_id = c.seq.seq_id;
+    ProcessSampled(c, logits);
+    ProposeDrafts(seq_id);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/sequence.h"
+#include "scheduler/speculative.h"
 
 namespace pagoda {
 
@@ -42,6 +43,15 @@ struct NewRequest {
 struct OutputLimits {
   std::vector<int32_t> eos_token_ids;  // model end tokens: a sample stops on one (kStop)
   int32_t max_model_len = 0;           // a sample stops (kLength) at this many tokens
+  SpeculativeConfig speculative;       // proposals made after each sampled token
+};
+
+// Speculative decoding counters, named as vLLM's spec_decode_* metrics.
+struct SpeculativeStats {
+  int64_t num_drafts = 0;           // verifications run (sequences x steps with proposals)
+  int64_t num_draft_tokens = 0;     // tokens proposed and verified
+  int64_t num_accepted_tokens = 0;  // of those, accepted
+  std::vector<int64_t> accepted_per_position;  // [i]: verifications that accepted proposal i
 };
 
 // What the processor asks of the engine core. All three must be set.
@@ -76,6 +86,12 @@ class OutputProcessor {
   // next token (first forking the request's other samples, which draw from the same row),
   // appends it, checks the stop conditions and pushes the sample's message(s).
   void ProcessLogits(int64_t seq_id, std::span<const float> logits);
+  // Sequence `seq_id` ran its last token and `drafts` (its speculative tokens): `rows` holds
+  // drafts.size() + 1 logits rows. Samples row i as ProcessLogits would and goes on to row i + 1
+  // while the sampled token equals drafts[i] and the sample lives. Returns how many drafts were
+  // accepted (their KV is valid; the caller releases the rest).
+  int32_t ProcessDraftLogits(int64_t seq_id, std::span<const float> rows,
+                             std::span<const int32_t> drafts);
   // Ends every live sample of the request with kAbort. Unknown ids: no-op.
   void Abort(const std::string& request_id);
   // Ends every live sample of every request with a sequence in `out.scheduled` with kError.
@@ -83,12 +99,14 @@ class OutputProcessor {
 
   int32_t num_live_requests() const { return static_cast<int32_t>(requests_.size()); }
   int64_t num_generation_tokens() const { return generation_tokens_; }  // appended, all requests
+  const SpeculativeStats& speculative_stats() const { return spec_stats_; }
 
  private:
   struct SampleState;
   struct RequestState;
 
-  void ProcessSampled(SampleState& s, std::span<const float> logits);
+  int32_t ProcessSampled(SampleState& s, std::span<const float> logits);
+  void ProposeDrafts(int64_t seq_id);
   void ForkSamples(RequestState& r, std::span<const float> logits);
   void AppendToken(SampleState& s, const SampleResult& sampled);
   bool IsEndToken(const StoppingCriteria& stopping, int32_t token) const;
@@ -109,6 +127,7 @@ class OutputProcessor {
   int64_t next_seq_id_ = 0;
   uint64_t next_arrival_ = 0;
   int64_t generation_tokens_ = 0;
+  SpeculativeStats spec_stats_;
 };
 
 }  // namespace pagoda

@@ -32,7 +32,8 @@ struct Request {
   std::vector<int32_t> prompt_token_ids;  // already tokenized, non-empty
   SamplingParams sampling;
   StoppingCriteria stopping;
-  int32_t priority = 0;  // lower value = scheduled first ("priority" policy)
+  int32_t priority = 0;     // lower value = scheduled first ("priority" policy)
+  bool speculative = true;  // false: no speculative tokens for this request (the config's else)
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

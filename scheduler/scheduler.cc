@@ -63,6 +63,7 @@ void Scheduler::Preempt(Sequence* seq) {
   running_.erase(std::remove(running_.begin(), running_.end(), seq), running_.end());
   (void)kv_.Free(seq->seq_id);
   seq->num_computed_tokens = 0;  // recompute: generated tokens are kept in token_ids
+  seq->draft_token_ids.clear();
   ++num_preemptions_;
   AddWaiting(seq);
 }
@@ -95,11 +96,20 @@ bool Scheduler::AllocateOrPreempt(Sequence* seq, int32_t n, SchedulerOutput& out
 
 void Scheduler::ScheduleDecodes(SchedulerOutput& out, int32_t& budget) {
   const std::vector<Sequence*> snapshot = running_;
+  const auto num_decoding = std::count_if(snapshot.begin(), snapshot.end(), [](const Sequence* s) {
+    return s->status == SeqStatus::kRunning && s->is_decoding();
+  });
+  const bool speculate = speculative_batch_limit_ == 0 || num_decoding <= speculative_batch_limit_;
   for (Sequence* seq : snapshot) {
     if (seq->status != SeqStatus::kRunning || !seq->is_decoding() || budget == 0) continue;
-    if (!AllocateOrPreempt(seq, 1, out)) continue;
-    out.scheduled.push_back({seq, 1, true});
-    --budget;
+    // Speculative tokens only where budget and free blocks allow, never at another's expense.
+    int32_t drafts =
+        speculate ? std::min<int32_t>(static_cast<int32_t>(seq->draft_token_ids.size()), budget - 1)
+                  : 0;
+    if (drafts > 0 && !kv_.AllocateSlots(seq->seq_id, 1 + drafts).ok()) drafts = 0;
+    if (drafts == 0 && !AllocateOrPreempt(seq, 1, out)) continue;
+    out.scheduled.push_back({seq, 1 + drafts, true, drafts});
+    budget -= 1 + drafts;
   }
 }
 

@@ -1,7 +1,9 @@
 // Scheduler: iteration-level (continuous batching) policy over the paged KV cache.
 //
 // Each Schedule() builds one step under max_num_batched_tokens / max_num_seqs:
-//   1. one token for every running decode (policy order, see ServesBefore);
+//   1. one token for every running decode (policy order, see ServesBefore), plus its
+//      speculative tokens (Sequence::draft_token_ids) while no more than the speculative batch
+//      limit decode, the budget allows and their blocks are free (else it runs without them);
 //   2. the next chunk of running, partially prefilled sequences (chunked prefill);
 //   3. admit waiting sequences (policy order; preempted ones re-enter ahead of everything that
 //      arrived after them) while blocks, budget, max_num_seqs and max_num_partial_prefills
@@ -59,6 +61,9 @@ struct ScheduledSeq {
   Sequence* seq = nullptr;
   int32_t num_new_tokens = 0;  // tokens [num_computed_tokens, + num_new_tokens) run this step
   bool is_decode = false;
+  // Of num_new_tokens, the speculative ones: seq->draft_token_ids[0, num_draft_tokens), after
+  // the sequence's one uncomputed token.
+  int32_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -73,7 +78,10 @@ bool ServesBefore(SchedulingPolicy policy, const Sequence& a, const Sequence& b)
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {}
+  // speculative_batch_limit: decodes run their speculative tokens only while at most this many
+  // sequences decode (0: no limit; SpeculativeConfig::disable_by_batch_size).
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t speculative_batch_limit = 0)
+      : config_(config), kv_(kv), speculative_batch_limit_(speculative_batch_limit) {}
 
   // Queues a new sequence (waiting). The Sequence is owned by the caller (the OutputProcessor)
   // and must stay alive until Finish().
@@ -103,6 +111,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
+  int32_t speculative_batch_limit_ = 0;
   std::vector<Sequence*> running_;
   std::deque<Sequence*> waiting_;
   int64_t num_preemptions_ = 0;

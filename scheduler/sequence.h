@@ -31,6 +31,9 @@ struct Sequence {
   // Samples still to be forked from this sequence: n - 1 for a request's sample 0 until its first
   // token, else 0. The scheduler reserves a place in the batch for each (see seats()).
   int32_t num_unforked_samples = 0;
+  // Speculative tokens proposed to follow token_ids (scheduler/speculative.h); the scheduler may
+  // run fewer of them, and forgets them when it preempts the sequence.
+  std::vector<int32_t> draft_token_ids;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

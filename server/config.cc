@@ -32,9 +32,9 @@ enum class Kind {
   kIdList,   // a YAML sequence of distinct non-empty strings (null = empty)
 };
 
-using FieldPtr =
-    std::variant<int32_t*, int64_t*, bool*, std::string*, std::vector<std::string>*,
-                 SchedulingPolicy*, BackendType*, std::optional<KvDtype>*, LogLevel*, LogFormat*>;
+using FieldPtr = std::variant<int32_t*, int64_t*, bool*, std::string*, std::vector<std::string>*,
+                              SchedulingPolicy*, BackendType*, std::optional<KvDtype>*, LogLevel*,
+                              LogFormat*, SpeculativeMethod*>;
 using Getter = FieldPtr (*)(PagodaConfig&);
 
 // The name tables of the enum fields (owned by the enums' layers). kv_cache.dtype also takes
@@ -44,6 +44,7 @@ EnumNames<BackendType> NamesOf(BackendType*) { return kBackendTypeNames; }
 EnumNames<KvDtype> NamesOf(std::optional<KvDtype>*) { return kKvDtypeNames; }
 EnumNames<LogLevel> NamesOf(LogLevel*) { return kLogLevelNames; }
 EnumNames<LogFormat> NamesOf(LogFormat*) { return kLogFormatNames; }
+EnumNames<SpeculativeMethod> NamesOf(SpeculativeMethod*) { return kSpeculativeMethodNames; }
 
 template <typename T>
 constexpr bool kIsEnumField = std::is_enum_v<T> || std::is_same_v<T, std::optional<KvDtype>>;
@@ -168,6 +169,13 @@ const std::vector<Field>& Fields() {
       Int("kv_cache.memory_bytes", kKvMemoryBytesRange, PAGODA_CFG(runtime.kv_cache.memory_bytes)),
       Int("kv_cache.num_blocks", kKvNumBlocksRange, PAGODA_CFG(runtime.kv_cache.num_blocks)),
       Bool("kv_cache.enable_prefix_caching", PAGODA_CFG(runtime.engine.enable_prefix_caching)),
+      Enum("speculative.method", PAGODA_CFG(runtime.engine.speculative.method)),
+      Int("speculative.num_tokens", kSpeculativeNumTokensRange,
+          PAGODA_CFG(runtime.engine.speculative.num_tokens)),
+      Int("speculative.ngram_min", kNgramRange, PAGODA_CFG(runtime.engine.speculative.ngram_min)),
+      Int("speculative.ngram_max", kNgramRange, PAGODA_CFG(runtime.engine.speculative.ngram_max)),
+      Int("speculative.disable_by_batch_size", kDisableByBatchSizeRange,
+          PAGODA_CFG(runtime.engine.speculative.disable_by_batch_size)),
       Enum("backend.type", PAGODA_CFG(runtime.backend)),
       Int("backend.threads", cpu::kCpuThreadsRange, PAGODA_CFG(runtime.cpu.threads)),
       Bool("backend.pack_weights", PAGODA_CFG(runtime.cpu.pack_weights)),

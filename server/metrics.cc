@@ -113,6 +113,20 @@ void Metrics::RenderSet(const std::string& prefix, const EngineStats& s, std::st
   sample("num_preemptions_total", "counter", s.num_preemptions, "Sequences preempted.");
   sample("prompt_tokens_total", "counter", s.prompt_tokens, "Prompt tokens computed.");
   sample("generation_tokens_total", "counter", s.generation_tokens, "Tokens generated.");
+  const SpeculativeStats& spec = s.speculative;
+  sample("spec_decode_num_drafts_total", "counter", spec.num_drafts,
+         "Speculative verifications (a sequence's proposals checked in one step).");
+  sample("spec_decode_num_draft_tokens_total", "counter", spec.num_draft_tokens,
+         "Speculative tokens proposed and verified.");
+  sample("spec_decode_num_accepted_tokens_total", "counter", spec.num_accepted_tokens,
+         "Speculative tokens accepted.");
+  Header(out, prefix + "spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Speculative tokens accepted, by position in the proposal (0 = first).");
+  for (size_t i = 0; i < spec.accepted_per_position.size(); ++i) {
+    out += prefix + "spec_decode_num_accepted_tokens_per_pos_total{" + model_label +
+           ",position=\"" + std::to_string(i) + "\"} " +
+           Num(static_cast<double>(spec.accepted_per_position[i])) + "\n";
+  }
   std::lock_guard<std::mutex> lock(mu_);
   Header(out, prefix + "request_success_total", "counter", "Finished requests by reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {

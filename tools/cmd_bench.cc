@@ -19,6 +19,7 @@
 #include "tools/bench_serve.h"
 #include "tools/commands.h"
 #include "tools/kernels_flag.h"
+#include "tools/speculative_flag.h"
 
 namespace pagoda::cli {
 namespace {
@@ -55,6 +56,7 @@ struct ModelBenchArgs {
   bool json = false, quiet = false;
   bool interleave_bandwidth = false;  // a read-loop pass after every decode step
   KernelFlags kernel_flags;
+  SpeculativeFlags speculative_flags;
 };
 
 // What a token's forward reads and computes through the weight matrices (the LM head and every
@@ -237,6 +239,13 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
            step_bytes * steps_per_s / 1e9 / limits["read_bandwidth_gbps"].get<double>()},
           {"decode_fraction_of_fp32_peak",
            decode_tps * flops_per_token / 1e9 / limits["fp32_gflops"].get<double>()}};
+  const SpeculativeStats spec = rt.engine->stats().speculative;
+  (*out)["speculative"] = {
+      {"method", EnumName(EnumNames<SpeculativeMethod>(kSpeculativeMethodNames),
+                          rc.engine.speculative.method)},
+      {"num_drafts", spec.num_drafts},
+      {"num_draft_tokens", spec.num_draft_tokens},
+      {"num_accepted_tokens", spec.num_accepted_tokens}};
   (*out)["read_bandwidth_gbps_after_decode"] = gbps_after;
   (*out)["decode_fraction_of_bandwidth_after"] = step_bytes * steps_per_s / 1e9 / gbps_after;
   if (a.interleave_bandwidth) {
@@ -318,15 +327,18 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
                 "bandwidth changes during a run");
   cmd->add_flag("--json", a->json, "Print JSON");
   AddKernelFlags(cmd, &a->kernel_flags);
+  AddSpeculativeFlags(cmd, &a->speculative_flags);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
-    if (Status st = ApplyKernelFlags(a->kernel_flags, &a->runtime.cpu); !st.ok()) {
+    Status st = ApplyKernelFlags(a->kernel_flags, &a->runtime.cpu);
+    if (st.ok()) st = ApplySpeculativeFlags(a->speculative_flags, &a->runtime.engine.speculative);
+    if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());
       *exit_code = 2;
       return;
     }
     json out;
-    const Status st = RunModelBench(*a, &out);
+    st = RunModelBench(*a, &out);
     if (!st.ok()) {
       std::fprintf(stderr, "error: %s\n", st.ToString().c_str());
       *exit_code = 1;

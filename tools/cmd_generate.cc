@@ -14,6 +14,7 @@
 #include "tools/commands.h"
 #include "tools/grpc_client.h"
 #include "tools/kernels_flag.h"
+#include "tools/speculative_flag.h"
 
 namespace pagoda::cli {
 namespace {
@@ -31,6 +32,7 @@ struct GenerateArgs {
   std::string kv_dtype = "auto";  // --kv-dtype (kv_cache.dtype)
   std::string server;             // non-empty: send to a running `pagoda serve`
   KernelFlags kernel_flags;       // --kernels, --f16-matmul
+  SpeculativeFlags speculative_flags;
   ClientOptions client;
 };
 
@@ -200,7 +202,10 @@ Status Run(const GenerateArgs& args, const Model& model) {
                       {"prompt_tokens", st.prompt_tokens},
                       {"generation_tokens", st.generation_tokens},
                       {"prefix_cache_queries", st.prefix_cache_queries},
-                      {"prefix_cache_hits", st.prefix_cache_hits}};
+                      {"prefix_cache_hits", st.prefix_cache_hits},
+                      {"spec_decode_num_drafts", st.speculative.num_drafts},
+                      {"spec_decode_num_draft_tokens", st.speculative.num_draft_tokens},
+                      {"spec_decode_num_accepted_tokens", st.speculative.num_accepted_tokens}};
   std::fprintf(stderr, "[pagoda] engine_stats %s\n", stats.dump().c_str());
   return Status::Ok();
 }
@@ -263,6 +268,11 @@ int RunRemote(const GenerateArgs& args) {
 int RunGenerate(GenerateArgs args) {
   if (!args.server.empty()) return RunRemote(args);
   if (Status st = ApplyKernelFlags(args.kernel_flags, &args.runtime.cpu); !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (Status st = ApplySpeculativeFlags(args.speculative_flags, &args.runtime.engine.speculative);
+      !st.ok()) {
     std::fprintf(stderr, "error: %s\n", st.message().c_str());
     return 2;
   }
@@ -342,6 +352,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--json", args->json, "Print one JSON object instead of streaming text");
   AddEngineFlags(cmd, *args);
   AddKernelFlags(cmd, &args->kernel_flags);
+  AddSpeculativeFlags(cmd, &args->speculative_flags);
   cmd->callback([=] {
     args->given = {temperature->count() > 0, top_p->count() > 0, top_k->count() > 0,
                    repetition_penalty->count() > 0};

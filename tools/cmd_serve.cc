@@ -6,6 +6,7 @@
 #include "server/server.h"
 #include "tools/commands.h"
 #include "tools/kernels_flag.h"
+#include "tools/speculative_flag.h"
 
 namespace pagoda::cli {
 namespace {
@@ -16,6 +17,7 @@ struct ServeArgs {
   std::string model;
   bool print_config = false;
   KernelFlags kernel_flags;
+  SpeculativeFlags speculative_flags;
 };
 
 int RunServe(const ServeArgs& args) {
@@ -32,6 +34,12 @@ int RunServe(const ServeArgs& args) {
       std::fprintf(stderr, "error: %s\n", st.message().c_str());  // names the --set itself
       return kExitBadConfig;
     }
+  }
+  if (Status st =
+          ApplySpeculativeFlags(args.speculative_flags, &config->runtime.engine.speculative);
+      !st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return kExitBadConfig;
   }
   Status st = ValidateConfig(*config);
   if (!st.ok()) {
@@ -61,6 +69,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
                   "GGUF model file or Hugging Face directory (same as --set model.path=...)");
   cmd->add_flag("--print-config", args->print_config, "Print the effective config and exit");
   AddKernelFlags(cmd, &args->kernel_flags);
+  AddSpeculativeFlags(cmd, &args->speculative_flags);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

@@ -142,6 +142,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
       arena_(std::make_unique<tbb::task_arena>(
           options.threads > 0 ? int{options.threads} : int{tbb::task_arena::automatic})) {
   caps_.name = "cpu";
+  caps_.multi_token_logits = true;
   caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
   caps_.max_num_seqs = limits.max_num_seqs;
   caps_.max_model_len = config.context_length;
@@ -276,11 +277,12 @@ void CpuBackend::Mlp(int layer, int64_t n) {
 void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {
   int64_t rows = 0;
   for (const StepSequence& s : b.seqs) {
-    if (!s.needs_logits) continue;
-    const int64_t t = s.query_start + s.query_len - 1;
-    RmsNorm(x_.data() + t * config_.n_embd, weights_.output_norm.data(), config_.n_embd,
-            config_.rms_eps, scratch_.h.data() + rows * config_.n_embd);
-    ++rows;
+    for (int64_t t = s.query_start + s.query_len - s.num_logits; t < s.query_start + s.query_len;
+         ++t) {
+      RmsNorm(x_.data() + t * config_.n_embd, weights_.output_norm.data(), config_.n_embd,
+              config_.rms_eps, scratch_.h.data() + rows * config_.n_embd);
+      ++rows;
+    }
   }
   if (rows > 0) mm::MatMul(weights_.output, scratch_.h.data(), rows, logits.data(), matmul_);
 }

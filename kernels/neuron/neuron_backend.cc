@@ -48,6 +48,13 @@ Status NeuronBackend::Validate(const StepBatch& b, std::span<float> logits) cons
 Status NeuronBackend::Execute(const StepBatch& b, std::span<float> logits) {
   if (!healthy_) return Internal("neuron backend: unhealthy after a fatal runtime error");
   PAGODA_RETURN_IF_ERROR(Validate(b, logits));
+  for (const StepSequence& s : b.seqs) {
+    if (s.num_logits > 1) {  // capabilities().multi_token_logits is false
+      return InvalidArgument(
+          "seqs: num_logits > 1 needs multi-token decode programs, which the "
+          "manifest format has no place for yet");
+    }
+  }
   PAGODA_RETURN_IF_ERROR(CopyBlocks(b.block_copies));
   float* out = logits.data();
   size_t first = 0;
@@ -108,8 +115,8 @@ Status NeuronBackend::RunDecodes(const StepBatch& b, size_t first, size_t end, i
     ctx_[r] = s.num_computed_tokens + 1;
     const size_t w = std::min<size_t>(s.block_table.size(), width);
     std::copy_n(s.block_table.begin(), w, table_.begin() + static_cast<size_t>(r) * width);
-    logit_rows = s.needs_logits ? r + 1 : logit_rows;
-    wanted += s.needs_logits ? 1 : 0;
+    logit_rows = s.num_logits > 0 ? r + 1 : logit_rows;
+    wanted += s.num_logits;
   }
   const size_t vocab = static_cast<size_t>(manifest_.vocab);
   if (wanted == logit_rows) {  // rows [0, logit_rows) all wanted: read straight into `out`
@@ -122,7 +129,7 @@ Status NeuronBackend::RunDecodes(const StepBatch& b, size_t first, size_t end, i
   tmp.resize(static_cast<size_t>(logit_rows) * vocab);
   PAGODA_RETURN_IF_ERROR(RunProgram(p, logit_rows, tmp.data()));
   for (int32_t r = 0; r < logit_rows; ++r) {
-    if (!b.seqs[first + r].needs_logits) continue;
+    if (b.seqs[first + r].num_logits == 0) continue;
     out = std::copy_n(tmp.begin() + static_cast<size_t>(r) * vocab, vocab, out);
   }
   return Status::Ok();
@@ -147,8 +154,8 @@ Status NeuronBackend::RunPrefill(const StepBatch& b, const StepSequence& s, floa
     const size_t w = std::min<size_t>(s.block_table.size(), p.spec.max_ctx_blocks);
     std::copy_n(s.block_table.begin(), w, table_.begin());
     const bool last = off + len == s.query_len;
-    PAGODA_RETURN_IF_ERROR(RunProgram(p, last && s.needs_logits ? 1 : 0, out));
-    if (last && s.needs_logits) out += manifest_.vocab;
+    PAGODA_RETURN_IF_ERROR(RunProgram(p, last ? s.num_logits : 0, out));
+    if (last) out += static_cast<size_t>(s.num_logits) * manifest_.vocab;
   }
   return Status::Ok();
 }

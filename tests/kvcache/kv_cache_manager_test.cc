@@ -67,6 +67,29 @@ TEST(KvCacheManagerTest, ChunkedPrefillThenDecode) {
   EXPECT_TRUE(m.TakePendingBlockCopies().empty());
 }
 
+// Speculative tokens: slots reserved for 1 + k positions, only the accepted ones committed, the
+// rest given back; a later prefix lookup sees exactly the committed tokens.
+TEST(KvCacheManagerTest, TruncateSlotsReturnsRejectedSpeculativeSlots) {
+  KvCacheManager m(8, 4, true);
+  const std::vector<int32_t> prompt = Iota(6);
+  Prefill(m, 1, prompt);                    // blocks: [0..3] full, [4..5]
+  ASSERT_TRUE(m.AllocateSlots(1, 7).ok());  // positions 6..12: two more blocks
+  EXPECT_EQ(m.block_table(1).size(), 4u);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  ASSERT_TRUE(m.CommitTokens(1, Iota(3, 106)).ok());                  // the last token + 2 accepted
+  EXPECT_EQ(m.TruncateSlots(1, 8).code(), StatusCode::kOutOfRange);   // below committed (9)
+  EXPECT_EQ(m.TruncateSlots(1, 14).code(), StatusCode::kOutOfRange);  // above reserved (13)
+  ASSERT_TRUE(m.TruncateSlots(1, 9).ok());
+  EXPECT_EQ(m.num_tokens(1), 9);
+  EXPECT_EQ(m.block_table(1).size(), 3u);
+  EXPECT_EQ(m.num_free_blocks(), 5);
+  // Two full blocks are cached: [100..103], [104..107]; position 8 (108) is in a partial block.
+  EXPECT_EQ(m.NumCachedPromptTokens(Iota(12)), 8);
+  EXPECT_EQ(m.TruncateSlots(2, 1).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(m.Free(1).ok());
+  EXPECT_EQ(m.num_free_blocks(), 8);
+}
+
 TEST(KvCacheManagerTest, OutOfBlocksIsResourceExhaustedWithNoPartialAllocation) {
   KvCacheManager m(4, 4, true);
   ASSERT_TRUE(m.AllocatePrompt(1, Iota(8), 8).ok());

@@ -63,10 +63,11 @@ Request Greedy(const std::string& id, std::vector<int32_t> prompt, int32_t max_t
 class EngineTest : public ::testing::Test {
  protected:
   void Make(int32_t num_blocks, int32_t block_size, SchedulerConfig sc = {},
-            bool prefix_caching = true) {
+            bool prefix_caching = true, SpeculativeConfig spec = {}) {
     backend_ = std::make_unique<FakeBackend>(num_blocks, block_size, sc);
     EngineConfig ec;
     ec.scheduler = sc;
+    ec.speculative = spec;
     ec.enable_prefix_caching = prefix_caching;
     ec.eos_token_ids = {2};
     ec.max_waiting_requests = 4096;
@@ -474,6 +475,145 @@ TEST_F(EngineTest, StressRandomRequestsAndAborts) {
   }
   engine_->Stop();
   EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
+}
+
+// ---- speculative decoding (n-gram) ------------------------------------------------------
+
+SpeculativeConfig Ngram(int32_t k, int32_t batch_limit = 0) {
+  SpeculativeConfig c;
+  c.method = SpeculativeMethod::kNgram;
+  c.num_tokens = k;
+  c.ngram_min = 1;
+  c.ngram_max = 3;
+  c.disable_by_batch_size = batch_limit;
+  return c;
+}
+
+// A request mix that exercises what speculation must not change: greedy and seeded sampling,
+// n = 2, logprobs, stop strings and ids, max_tokens that cut through accepted proposals.
+std::vector<Request> SpeculationMix() {
+  std::vector<Request> mix;
+  for (int i = 0; i < 12; ++i) {
+    // Prompts with a period-3 pattern: with copy_period 3 the output repeats it, so proposals
+    // are found and mostly right (the hash tokens in between are not).
+    std::vector<int32_t> prompt = Prompt(2 + i % 4, 40 + i);
+    for (int j = 0; j < 3 + i; ++j) prompt.push_back(ByteToken("abc"[j % 3]));
+    Request r = Greedy("m" + std::to_string(i), prompt, 5 + 7 * (i % 5));
+    if (i % 3 == 1) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.seed = 7 + i;
+    }
+    if (i % 4 == 2) r.sampling.n = 2, r.sampling.seed = 3, r.sampling.temperature = 1.0f;
+    if (i % 5 == 3) r.sampling.logprobs = true, r.sampling.top_logprobs = 2;
+    if (i == 5) r.stopping.stop = {"cab"};
+    if (i == 7) r.stopping.stop_token_ids = {ByteToken('c')};
+    mix.push_back(r);
+  }
+  return mix;
+}
+
+struct MixResult {
+  std::vector<Collected> outputs;
+  int64_t steps = 0;
+  EngineStats stats;
+};
+
+TEST_F(EngineTest, NgramSpeculationKeepsEveryOutputAndFreesEveryBlock) {
+  auto run = [&](SpeculativeConfig spec, int32_t num_blocks) {
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = 64;
+    sc.max_num_seqs = 8;
+    Make(num_blocks, 4, sc, true, spec);
+    backend_->copy_period = 3;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : SpeculationMix()) streams.push_back(Submit(r));
+    EXPECT_TRUE(engine_->RunUntilIdle().ok());
+    MixResult m;
+    for (auto& s : streams) m.outputs.push_back(Drain(*s));
+    m.steps = static_cast<int64_t>(backend_->steps.size());
+    m.stats = engine_->stats();
+    return m;
+  };
+  const MixResult plain = run({}, 512);
+  ASSERT_EQ(plain.stats.speculative.num_drafts, 0);
+  // Roomy and tight KV pools (the tight one preempts with proposals in flight).
+  for (int32_t num_blocks : {512, 24}) {
+    for (int32_t k : {1, 4}) {
+      const MixResult spec = run(Ngram(k), num_blocks);
+      SCOPED_TRACE("num_blocks " + std::to_string(num_blocks) + " k " + std::to_string(k));
+      for (size_t i = 0; i < plain.outputs.size(); ++i) {
+        EXPECT_EQ(spec.outputs[i].tokens, plain.outputs[i].tokens) << i;
+        EXPECT_EQ(spec.outputs[i].text, plain.outputs[i].text) << i;
+        EXPECT_EQ(spec.outputs[i].finish, plain.outputs[i].finish) << i;
+        EXPECT_EQ(spec.outputs[i].usage.completion_tokens,
+                  plain.outputs[i].usage.completion_tokens);
+      }
+      const SpeculativeStats& s = spec.stats.speculative;
+      EXPECT_GT(s.num_drafts, 0);
+      EXPECT_GT(s.num_accepted_tokens, 0);
+      EXPECT_LT(s.num_accepted_tokens, s.num_draft_tokens);  // the hash tokens reject some
+      EXPECT_LE(s.num_draft_tokens, s.num_drafts * k);
+      ASSERT_EQ(s.accepted_per_position.size(), static_cast<size_t>(k));
+      EXPECT_EQ(s.accepted_per_position[0] >= s.accepted_per_position[k - 1], true);
+      EXPECT_EQ(spec.stats.num_blocks_in_use, 0);
+      if (num_blocks == 512) {
+        EXPECT_LT(spec.steps, plain.steps);
+      }
+    }
+  }
+}
+
+TEST_F(EngineTest, NgramSpeculationRespectsTheRequestSwitchAndTheBatchLimit) {
+  Make(512, 4, {}, true, Ngram(4, /*batch_limit=*/2));
+  backend_->copy_period = 3;
+  std::vector<int32_t> prompt = Prompt(3, 1);
+  for (int j = 0; j < 9; ++j) prompt.push_back(ByteToken("abc"[j % 3]));
+  Request off = Greedy("off", prompt, 20);
+  off.speculative = false;
+  Submit(off);
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_EQ(engine_->stats().speculative.num_drafts, 0);
+  // Three sequences decoding: above the limit of 2, no step carries proposals.
+  for (int i = 0; i < 3; ++i) Submit(Greedy("b" + std::to_string(i), prompt, 20));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_EQ(engine_->stats().speculative.num_drafts, 0);
+  Submit(Greedy("alone", prompt, 20));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_GT(engine_->stats().speculative.num_drafts, 0);
+  EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
+}
+
+TEST_F(EngineTest, NgramProposalsStopAtMaxTokensAndTheContext) {
+  Make(512, 4, {}, true, Ngram(8));
+  backend_->copy_period = 3;
+  std::vector<int32_t> prompt;
+  for (int j = 0; j < 12; ++j) prompt.push_back(ByteToken("abc"[j % 3]));
+  auto s = Submit(Greedy("r", prompt, 10));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  const Collected c = Drain(*s);
+  EXPECT_EQ(c.tokens.at(0).size(), 10u);
+  EXPECT_EQ(c.finish.at(0), FinishReason::kLength);
+  // Every proposal is right here; none reaches past max_tokens (10 = 1 + 8 accepted + 1).
+  const SpeculativeStats& st = engine_->stats().speculative;
+  EXPECT_EQ(st.num_accepted_tokens, st.num_draft_tokens);
+  EXPECT_EQ(st.num_draft_tokens, 8);
+  EXPECT_EQ(backend_->steps.size(), 2u);  // the prompt, then one verification of 8 + 1
+}
+
+TEST(EngineConfigTest, SpeculationNeedsMultiTokenLogits) {
+  auto tokenizer = testing::MakeByteTokenizer();
+  FakeBackend backend(64, 4, {});
+  backend.multi_token_logits(false);
+  EngineConfig ec;
+  ec.speculative = Ngram(4);
+  auto e = Engine::Create(*tokenizer, backend, ec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("speculative.method"), std::string::npos);
+  ec.speculative.ngram_min = 5;
+  backend.multi_token_logits(true);
+  e = Engine::Create(*tokenizer, backend, ec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("speculative.ngram_min"), std::string::npos);
 }
 
 }  // namespace

@@ -40,11 +40,21 @@ FakeBackend::FakeBackend(int32_t num_blocks, int32_t block_size, const Scheduler
                          int32_t max_model_len)
     : slots_(static_cast<size_t>(num_blocks) * block_size, -1) {
   caps_.name = "fake";
+  caps_.multi_token_logits = true;
   caps_.num_blocks = num_blocks;
   caps_.block_size = block_size;
   caps_.max_model_len = max_model_len;
   caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
   caps_.max_num_seqs = limits.max_num_seqs;
+}
+
+int32_t FakeBackend::NextToken(const std::vector<int32_t>& context) const {
+  const size_t n = context.size(), period = static_cast<size_t>(copy_period);
+  if (period > 0 && n >= period && context[n - period] >= ByteToken('a') &&
+      context[n - period] <= ByteToken('z')) {
+    return context[n - period];
+  }
+  return FakeNextToken(context);
 }
 
 Status FakeBackend::Execute(const StepBatch& b, std::span<float> logits) {
@@ -78,16 +88,18 @@ Status FakeBackend::Execute(const StepBatch& b, std::span<float> logits) {
     } else {
       rec.prefill_chunk_lens.push_back(s.query_len);
     }
-    if (!s.needs_logits) continue;
-    std::vector<int32_t> context;
-    for (int32_t p = 0; p < s.num_computed_tokens + s.query_len; ++p) {
-      context.push_back(slots_[s.block_table[p / bs] * bs + p % bs]);
+    const int32_t end = s.num_computed_tokens + s.query_len;
+    for (int32_t last = end - s.num_logits; last < end; ++last) {
+      std::vector<int32_t> context;  // positions [0, last]
+      for (int32_t p = 0; p <= last; ++p) {
+        context.push_back(slots_[s.block_table[p / bs] * bs + p % bs]);
+      }
+      std::span<float> l = logits.subspan(row++ * kFakeVocab, kFakeVocab);
+      std::fill(l.begin(), l.end(), 0.0f);
+      const int32_t next = NextToken(context);
+      l[next] = 10.0f;
+      l[3 + 'a' + (next - 3 - 'a' + 1) % 26] = 9.0f;  // a close second for sampling tests
     }
-    std::span<float> l = logits.subspan(row++ * kFakeVocab, kFakeVocab);
-    std::fill(l.begin(), l.end(), 0.0f);
-    const int32_t next = FakeNextToken(context);
-    l[next] = 10.0f;
-    l[3 + 'a' + (next - 3 - 'a' + 1) % 26] = 9.0f;  // a close second for sampling tests
   }
   steps.push_back(rec);
   return Status::Ok();

@@ -1,9 +1,12 @@
 // A deterministic fake Backend for engine/scheduler tests. Its "KV cache" stores token ids per
 // slot; the logits for a sequence's last token depend on the whole context READ BACK THROUGH
 // THE BLOCK TABLE, so any bookkeeping bug (wrong slot, lost copy-on-write, bad recompute after
-// preemption, wrong prefix-cache hit) changes the generated tokens. Every step is first checked
-// exactly as the real backends check theirs (kernels/step_batch_check.h ValidateStepBatch) against
-// the engine config's caps: a step the CPU backend would reject fails here too.
+// preemption, wrong prefix-cache hit, a stale speculative token) changes the generated tokens.
+// With copy_period P > 0 the greedy token repeats the token P positions back when that is a
+// lowercase letter (so n-gram speculation finds matches); otherwise FakeNextToken. Every step is
+// first checked exactly as the real backends check theirs (kernels/step_batch_check.h
+// ValidateStepBatch) against the engine config's caps: a step the CPU backend would reject fails
+// here too.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +54,12 @@ class FakeBackend : public Backend {
   bool fail_next_step = false;
   // Called at the start of every Execute (e.g. to abort a request mid-run).
   std::function<void(int64_t step)> on_step;
+  int32_t copy_period = 0;  // see above
+  void multi_token_logits(bool on) { caps_.multi_token_logits = on; }
 
  private:
+  int32_t NextToken(const std::vector<int32_t>& context) const;
+
   BackendCapabilities caps_;
   std::vector<int32_t> slots_;  // token id stored per slot, -1 = never written
 };

@@ -59,8 +59,8 @@ class OutputProcessorTest : public ::testing::Test {
     };
     hooks.release_sequence = [this](Sequence& seq) { released_.push_back(seq.seq_id); };
     hooks.request_finished = [this](const std::string& id) { finished_ids_.push_back(id); };
-    processor_ = std::make_unique<OutputProcessor>(*tokenizer_, OutputLimits{{kEos}, max_model_len},
-                                                   std::move(hooks));
+    processor_ = std::make_unique<OutputProcessor>(
+        *tokenizer_, OutputLimits{{kEos}, max_model_len, {}}, std::move(hooks));
   }
 
   std::shared_ptr<RequestStream> Add(Request r) {

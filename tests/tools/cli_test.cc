@@ -113,6 +113,9 @@ void ExpectBatchedAidreams(const std::string& flags, bool expect_preemption) {
   if (expect_preemption) {
     EXPECT_GT(stats["preemptions"].get<int>(), 0) << flags;
   }
+  if (flags.find("--speculative ngram") != std::string::npos) {
+    EXPECT_GT(stats["spec_decode_num_accepted_tokens"].get<int>(), 0) << flags;
+  }
 }
 
 TEST(Cli, PromptsFileMatchesSequentialGreedy) {
@@ -127,6 +130,17 @@ TEST(Cli, PromptsFileMatchesSequentialGreedyUnderPreemption) {
   ExpectBatchedAidreams("--block-size 16 --num-blocks 12", true);
   ExpectBatchedAidreams("--block-size 1 --num-blocks 200", true);
   ExpectBatchedAidreams("--block-size 16 --num-blocks 12 --enable-prefix-caching false", true);
+}
+
+// n-gram speculation (multi-token verification steps, rejected slots given back) changes no
+// token: alone, with block size 1 and k 1, batched, and under preemption.
+TEST(Cli, NgramSpeculationMatchesAidreamsReference) {
+  ExpectAidreamsReference("--speculative ngram --num-speculative-tokens 4");
+  ExpectAidreamsReference(
+      "--speculative ngram --num-speculative-tokens 1 --ngram-min 1 "
+      "--block-size 1");
+  ExpectBatchedAidreams("--block-size 16 --speculative ngram --ngram-min 1", false);
+  ExpectBatchedAidreams("--block-size 4 --num-blocks 40 --speculative ngram --ngram-min 1", true);
 }
 
 // Every CPU kernel level forced with --kernels is the one generate runs at (capped at this

@@ -95,15 +95,16 @@ class BackendSequence {
   const cpu::CpuBackend* backend() const { return backend_.get(); }
 
   // Feeds tokens at positions [pos, pos + tokens.size()) as one step (a decode step or a
-  // prefill chunk); returns the logits after the last of them.
-  std::vector<float> Step(std::span<const int32_t> tokens, int32_t pos, bool decode) {
+  // prefill chunk); returns the logits after the last `num_logits` of them, row by row.
+  std::vector<float> Step(std::span<const int32_t> tokens, int32_t pos, bool decode,
+                          int32_t num_logits = 1) {
     std::vector<int32_t> slots;
     for (size_t i = 0; i < tokens.size(); ++i) {
       slots.push_back(SlotForPosition(table_, kBlock, pos + static_cast<int32_t>(i)));
     }
-    const StepSequence seq{0, static_cast<int32_t>(tokens.size()), pos, table_, decode, true};
+    const StepSequence seq{0, static_cast<int32_t>(tokens.size()), pos, table_, decode, num_logits};
     const StepBatch batch{tokens, slots, std::span(&seq, 1), {}};
-    std::vector<float> logits(static_cast<size_t>(model_.config.vocab_size));
+    std::vector<float> logits(static_cast<size_t>(model_.config.vocab_size) * num_logits);
     const Status st = backend_->Execute(batch, logits);
     EXPECT_TRUE(st.ok()) << st.ToString();
     return logits;
@@ -163,6 +164,37 @@ TEST(ForwardReference, Aidreams260KMatchesLlama2cThroughTheBackendAtEveryLevel) 
   // The cap reaches the kernels: the portable run's bits differ from the best level's.
   if (cpu::DetectSimdLevel() > cpu::SimdLevel::kPortable) {
     EXPECT_NE(portable, best);
+  }
+}
+
+// Speculative verification's step shape: after token 0, decode steps of 1..5 tokens each with
+// the logits of every one (StepSequence::num_logits = query_len, the TKG block with several
+// tokens per sequence) hold the llama2.c reference at every row, at every level.
+TEST(ForwardReference, Aidreams260KMultiTokenDecodeStepsMatchLlama2cAtEveryLevel) {
+  auto model = Load("models/aidreams260K/aidreams260K-f32.gguf");
+  ASSERT_TRUE(model);
+  const std::vector<AidreamsCase> cases = AidreamsCases();
+  const size_t vocab = static_cast<size_t>(model->config.vocab_size);
+  for (cpu::SimdLevel level : {cpu::SimdLevel::kPortable, cpu::SimdLevel::kAvx2,
+                               cpu::SimdLevel::kAvx512, cpu::SimdLevel::kAvx512Bf16}) {
+    SCOPED_TRACE(cpu::SimdLevelName(level));
+    BackendSequence seq(*model, level);
+    ASSERT_TRUE(seq.backend());
+    for (const AidreamsCase& c : cases) {
+      std::vector<std::vector<float>> rows;
+      rows.push_back(seq.Step(std::span(c.tokens).first(1), 0, false));
+      for (size_t p = 1, len = 1; p < c.tokens.size(); p += len, len = len % 5 + 1) {
+        const size_t n = std::min(len, c.tokens.size() - p);
+        const std::vector<float> all =
+            seq.Step(std::span(c.tokens).subspan(p, n), static_cast<int32_t>(p), true,
+                     static_cast<int32_t>(n));
+        for (size_t i = 0; i < n; ++i) {
+          rows.emplace_back(all.begin() + i * vocab, all.begin() + (i + 1) * vocab);
+        }
+      }
+      ASSERT_EQ(rows.size(), c.tokens.size());
+      EXPECT_LE(MaxDiff(rows, c.logits), 1e-4) << c.tokens.size() << " tokens";
+    }
   }
 }
 
