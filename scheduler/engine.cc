@@ -56,8 +56,7 @@ Engine::Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig&
       max_waiting_requests_(config.max_waiting_requests),
       kv_(backend.capabilities().num_blocks, backend.capabilities().block_size,
           config.enable_prefix_caching),
-      scheduler_(config.scheduler, kv_,
-                 config.speculative.enabled() ? config.speculative.disable_by_batch_size : 0),
+      scheduler_(config.scheduler, kv_, config.speculative.disable_by_batch_size),
       processor_(tokenizer, OutputLimits{config.eos_token_ids, max_model_len_, config.speculative},
                  MakeCoreHooks()) {}
 
@@ -295,8 +294,9 @@ void Engine::CommitDecodeWithDrafts(const ScheduledSeq& sch, std::span<const flo
   const int32_t last = seq.token_ids[seq.num_computed_tokens];
   (void)kv_.CommitTokens(seq_id, std::span<const int32_t>(&last, 1));
   seq.num_computed_tokens += 1;
-  const std::vector<int32_t> drafts(seq.draft_token_ids.begin(),
-                                    seq.draft_token_ids.begin() + sch.num_draft_tokens);
+  // The processor proposes the next drafts into seq.draft_token_ids: take these out first.
+  std::vector<int32_t> drafts = std::move(seq.draft_token_ids);
+  drafts.resize(static_cast<size_t>(sch.num_draft_tokens));
   const int32_t accepted = processor_.ProcessDraftLogits(seq_id, rows, drafts);
   if (!kv_.HasSequence(seq_id)) return;  // finished: its blocks are already freed
   (void)kv_.CommitTokens(seq_id, std::span<const int32_t>(drafts.data(), accepted));

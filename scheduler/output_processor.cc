@@ -104,7 +104,7 @@ void OutputProcessor::ProposeDrafts(int64_t seq_id) {
   auto it = samples_by_seq_.find(seq_id);
   if (it == samples_by_seq_.end()) return;
   SampleState& s = *it->second;
-  s.seq.draft_token_ids.clear();
+  s.seq.draft_token_ids.clear();  // also defines it after Engine moved the last ones out
   const SpeculativeConfig& c = limits_.speculative;
   if (c.method != SpeculativeMethod::kNgram || !s.request->request.speculative) return;
   const int32_t left_output =

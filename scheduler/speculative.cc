@@ -21,20 +21,26 @@ Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
 std::vector<int32_t> ProposeNgram(std::span<const int32_t> tokens, int32_t ngram_min,
                                   int32_t ngram_max, int32_t k) {
   const int64_t len = static_cast<int64_t>(tokens.size());
-  for (int64_t n = std::min<int64_t>(ngram_max, len - 1); n >= ngram_min && k > 0; --n) {
-    const auto suffix = tokens.subspan(static_cast<size_t>(len - n));
-    // Latest start j < len - n whose n tokens equal the suffix (j + n <= len - 1: something
-    // follows the occurrence).
-    for (int64_t j = len - n - 1; j >= 0; --j) {
-      if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + j)) continue;
-      // What followed, continued with the proposal itself where the text ends (the match is
-      // then a repeat with period len - n - j, e.g. a list or a repeated line).
-      std::vector<int32_t> out;
-      for (int64_t i = j + n; i < j + n + k; ++i) out.push_back(i < len ? tokens[i] : out[i - len]);
-      return out;
-    }
+  if (k <= 0) return {};
+  // One pass over the ends e of earlier occurrences (something follows them: e <= len - 2),
+  // latest first, measuring how many tokens up to e equal the text's last ones (at most
+  // ngram_max). The longest match wins, the latest among equals (met first); a full-length
+  // match ends the search.
+  int64_t best_end = -1, best_len = ngram_min - 1;
+  for (int64_t e = len - 2; e >= 0 && best_len < ngram_max; --e) {
+    const int64_t cap = std::min<int64_t>(ngram_max, e + 1);
+    int64_t m = 0;
+    while (m < cap && tokens[e - m] == tokens[len - 1 - m]) ++m;
+    if (m > best_len) best_len = m, best_end = e;
   }
-  return {};
+  if (best_end < 0) return {};
+  // What followed, continued with the proposal itself where the text ends (the match is then a
+  // repeat with period len - best_end - 1, e.g. a list or a repeated line).
+  std::vector<int32_t> out;
+  for (int64_t i = best_end + 1; i <= best_end + k; ++i) {
+    out.push_back(i < len ? tokens[i] : out[i - len]);
+  }
+  return out;
 }
 
 }  // namespace pagoda
