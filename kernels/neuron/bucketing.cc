@@ -1,25 +1,19 @@
 #include "kernels/neuron/bucketing.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace pagoda::neuron {
 namespace {
 
-// Index of the program minimising (size(p), max_ctx_blocks) among those `fits`; -1 if none.
-template <typename Fits, typename Size>
-int PickSmallest(const std::vector<ManifestProgram>& programs, Fits fits, Size size) {
+// Index of the program minimising key(p) (a std::tuple, compared lexicographically) among those
+// that `fits`; -1 if none.
+template <typename Fits, typename Key>
+int PickSmallest(const std::vector<ManifestProgram>& programs, Fits fits, Key key) {
   int best = -1;
   for (size_t i = 0; i < programs.size(); ++i) {
-    const ManifestProgram& p = programs[i];
-    if (!fits(p)) continue;
-    if (best < 0) {
-      best = static_cast<int>(i);
-      continue;
-    }
-    const ManifestProgram& b = programs[best];
-    if (size(p) < size(b) || (size(p) == size(b) && p.max_ctx_blocks < b.max_ctx_blocks)) {
-      best = static_cast<int>(i);
-    }
+    if (!fits(programs[i])) continue;
+    if (best < 0 || key(programs[i]) < key(programs[best])) best = static_cast<int>(i);
   }
   return best;
 }
@@ -27,13 +21,16 @@ int PickSmallest(const std::vector<ManifestProgram>& programs, Fits fits, Size s
 }  // namespace
 
 int PickDecodeProgram(const std::vector<ManifestProgram>& programs, int32_t n_seqs,
-                      int32_t ctx_blocks) {
+                      int32_t query_len, int32_t ctx_blocks) {
   return PickSmallest(
       programs,
       [&](const ManifestProgram& p) {
-        return p.is_decode() && p.max_seqs >= n_seqs && p.max_ctx_blocks >= ctx_blocks;
+        return p.is_decode() && p.tokens_per_seq >= query_len && p.max_seqs >= n_seqs &&
+               p.max_ctx_blocks >= ctx_blocks;
       },
-      [](const ManifestProgram& p) { return p.max_seqs; });
+      [](const ManifestProgram& p) {
+        return std::tuple(p.tokens_per_seq, p.max_seqs, p.max_ctx_blocks);
+      });
 }
 
 int PickPrefillProgram(const std::vector<ManifestProgram>& programs, int32_t n_tokens,
@@ -43,7 +40,7 @@ int PickPrefillProgram(const std::vector<ManifestProgram>& programs, int32_t n_t
       [&](const ManifestProgram& p) {
         return !p.is_decode() && p.max_tokens >= n_tokens && p.max_ctx_blocks >= ctx_blocks;
       },
-      [](const ManifestProgram& p) { return p.max_tokens; });
+      [](const ManifestProgram& p) { return std::tuple(p.max_tokens, p.max_ctx_blocks); });
 }
 
 int32_t MaxContextBlocks(const std::vector<ManifestProgram>& programs) {
@@ -55,10 +52,10 @@ int32_t MaxContextBlocks(const std::vector<ManifestProgram>& programs) {
   return std::min(decode, prefill);
 }
 
-int32_t MaxDecodeSeqs(const std::vector<ManifestProgram>& programs, int32_t ctx_blocks) {
+int32_t MaxTokensPerSeq(const std::vector<ManifestProgram>& programs, int32_t ctx_blocks) {
   int32_t n = 0;
   for (const ManifestProgram& p : programs) {
-    if (p.is_decode() && p.max_ctx_blocks >= ctx_blocks) n = std::max(n, p.max_seqs);
+    if (p.is_decode() && p.max_ctx_blocks >= ctx_blocks) n = std::max(n, p.tokens_per_seq);
   }
   return n;
 }

@@ -1,5 +1,6 @@
 // `pagoda inspect --neuron-manifest PATH` (neuron_backend.h).
 #include <ostream>
+#include <string>
 
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/neuron_backend.h"
@@ -17,11 +18,16 @@ Status InspectNeuronManifest(const std::string& path, std::ostream& out) {
       << ", slot_pad " << m.slot_pad << ", table_pad " << m.table_pad << "\n";
   out << "weights: " << m.weights_mode << " (" << m.weights.size() << " tensors)\n";
   out << "max context: " << neuron::MaxContextBlocks(m.programs) * m.block_size << " tokens\n";
+  const int32_t tps = neuron::MaxTokensPerSeq(m.programs, 0);
+  out << "speculative verification: "
+      << (tps > 1 ? "up to " + std::to_string(tps - 1) + " draft tokens per execution"
+                  : std::string("no (every decode program has tokens_per_seq 1)"))
+      << "\n";
   out << "buckets:\n";
   for (const neuron::ManifestProgram& p : m.programs) {
     out << "  " << p.id << ": " << p.phase;
     if (p.is_decode()) {
-      out << " max_seqs " << p.max_seqs;
+      out << " max_seqs " << p.max_seqs << " tokens_per_seq " << p.tokens_per_seq;
     } else {
       out << " max_tokens " << p.max_tokens;
     }

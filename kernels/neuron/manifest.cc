@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -47,7 +48,13 @@ Status ParseProgram(const json& j, size_t i, const std::string& path, ManifestPr
     PAGODA_RETURN_IF_ERROR(Get(j, "max_seqs", w, path, &p->max_seqs));
     PAGODA_RETURN_IF_ERROR(Get(j, "tokens_per_seq", w, path, &p->tokens_per_seq, false));
     if (p->max_seqs < 1) return Bad(path, w + "max_seqs: must be >= 1");
-    if (p->tokens_per_seq != 1) return Bad(path, w + "tokens_per_seq: only 1 is supported");
+    if (p->tokens_per_seq < 1 || p->tokens_per_seq > kMaxTokensPerSeq) {
+      return Bad(path, w + "tokens_per_seq: expected 1.." + std::to_string(kMaxTokensPerSeq) +
+                           " (the TKG kernel's limit), got " + std::to_string(p->tokens_per_seq));
+    }
+    if (int64_t{p->max_seqs} * p->tokens_per_seq > std::numeric_limits<int32_t>::max()) {
+      return Bad(path, w + "max_seqs: max_seqs x tokens_per_seq overflows 32 bits");
+    }
   } else {
     return Bad(path, w + "phase: expected prefill or decode, got \"" + p->phase + "\"");
   }

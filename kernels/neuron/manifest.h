@@ -1,6 +1,6 @@
-// The artifact manifest (docs/neuron-backend.md 5.4): written by the offline compile tool, validated
-// by Pagoda, never guessed. Also the I/O contract each program must have (ExpectedTensors), the
-// diff against the runtime's own tensor info, and the NEFF header check.
+// The artifact manifest (docs/neuron-backend.md 5.4): written by the offline compile tool,
+// validated by Pagoda, never guessed. Also the I/O contract each program must have
+// (ExpectedTensors), the diff against the runtime's own tensor info, and the NEFF header check.
 #pragma once
 
 #include <cstdint>
@@ -15,19 +15,27 @@
 namespace pagoda::neuron {
 
 inline constexpr const char* kManifestFormat = "pagoda-neuron-manifest/1";
+// Largest decode tokens_per_seq: the TKG kernel's S_tkg limit (docs/seed-kernels.md 2.1).
+inline constexpr int32_t kMaxTokensPerSeq = 8;
 
+// One compiled program (bucket). Per-token inputs (input_ids, position_ids, slot_mapping) hold
+// tokens() entries and logits logit_rows() x vocab; block_table and context_lens hold rows().
+// A decode program's token entries are row-major per sequence: sequence r owns entries
+// [r * tokens_per_seq, (r + 1) * tokens_per_seq), its new tokens first, then padding.
 struct ManifestProgram {
   std::string id;
-  std::string phase;       // "prefill" | "decode"
-  std::string neff;        // relative to the manifest's directory
-  int32_t max_tokens = 0;  // prefill: tokens per execution (one sequence)
-  int32_t max_seqs = 1;    // decode: rows per execution
-  int32_t tokens_per_seq = 1;
+  std::string phase;                      // "prefill" | "decode"
+  std::string neff;                       // relative to the manifest's directory
+  int32_t max_tokens = 0;                 // prefill: tokens per execution (one sequence)
+  int32_t max_seqs = 1;                   // decode: sequences per execution
+  int32_t tokens_per_seq = 1;             // decode: new tokens per sequence, 1..kMaxTokensPerSeq
   int32_t max_ctx_blocks = 0;             // block-table width
   std::map<std::string, std::string> io;  // role -> tensor name (kIoRoles)
   bool is_decode() const { return phase == "decode"; }
   int32_t rows() const { return is_decode() ? max_seqs : 1; }
   int32_t tokens() const { return is_decode() ? max_seqs * tokens_per_seq : max_tokens; }
+  // Decode: one row per token slot; prefill: the last token's row.
+  int32_t logit_rows() const { return is_decode() ? tokens() : 1; }
 };
 
 struct ManifestWeight {

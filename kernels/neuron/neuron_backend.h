@@ -7,7 +7,9 @@
 // context lengths) go into preallocated tensors; logits come back to the host, where the engine
 // samples. A step runs as decode execution(s) then prefill execution(s), each on the smallest
 // program (bucket) that fits, padded with the manifest's sentinels; a step larger than every
-// bucket is split over several executions, so any batch within capabilities() can run.
+// bucket is split over several executions, so any batch within capabilities() can run. Decode
+// programs with tokens_per_seq > 1 take several new tokens per sequence (speculative
+// verification: the last accepted token and k drafts) and return the logits of each.
 //
 // Status handling (docs/neuron-backend.md 2.2): request-level codes (1002/1003/1006) fail the step
 // (INTERNAL) and the backend keeps serving; NRT_QUEUE_FULL is retried; every other code fails
@@ -52,6 +54,11 @@ class NeuronBackend final : public Backend {
   int64_t num_executions() const { return num_executions_; }
 
  private:
+  // Tokens [off, off + len) of a decode sequence's query, run in one execution.
+  struct DecodePiece {
+    const StepSequence* seq = nullptr;
+    int32_t off = 0, len = 0;
+  };
   struct Program {
     ManifestProgram spec;
     nrt_model_t* model = nullptr;
@@ -69,10 +76,18 @@ class NeuronBackend final : public Backend {
   Status Check(NRT_STATUS s, const std::string& what);
   Status Validate(const StepBatch& b, std::span<float> logits) const;
   Status CopyBlocks(std::span<const BlockCopy> copies);
-  // Runs decode rows [first, end), whose contexts need `ctx_blocks` blocks.
-  Status RunDecodes(const StepBatch& b, size_t first, size_t end, int32_t ctx_blocks, float*& out);
+  // Runs the decode sequences from b.seqs[next] on as few executions as the buckets allow and
+  // advances `next` past them (docs/neuron-backend.md 5.6).
+  Status RunDecodes(const StepBatch& b, size_t& next, float*& out);
+  Status RunSplitDecode(const StepBatch& b, const StepSequence& s, float*& out);
+  // One execution of pieces_ (each at most `query_len` tokens, contexts within `ctx_blocks`).
+  Status RunDecodePieces(const StepBatch& b, int32_t query_len, int32_t ctx_blocks, float*& out);
+  void StageDecodePiece(const StepBatch& b, const ManifestProgram& spec, int32_t row);
   Status RunPrefill(const StepBatch& b, const StepSequence& s, float*& out);
-  Status RunProgram(Program& p, int32_t logit_rows, float* out);
+  // Executes `p` on the staged inputs and reads logits rows [first_row, first_row + n_rows).
+  Status RunProgram(Program& p, int32_t first_row, int32_t n_rows, float* out);
+  // Executes `p` and appends its logits rows `rows` (ascending) to `out`.
+  Status RunProgramRows(Program& p, const std::vector<int32_t>& rows, float*& out);
   void ResetStaging(const Program& p);
   Status Allocate(size_t bytes, const std::string& name, nrt_tensor_t** t);
 
@@ -91,6 +106,8 @@ class NeuronBackend final : public Backend {
   // Host staging, sized for the largest program (no per-step allocation).
   std::vector<int32_t> ids_, pos_, slots_, table_, ctx_;
   std::vector<float> decode_logits_;  // decode logits, when an unwanted row precedes a wanted one
+  std::vector<DecodePiece> pieces_;   // the decode execution being staged, one per sequence row
+  std::vector<int32_t> wanted_;       // its logits rows to return, ascending
 };
 
 }  // namespace neuron

@@ -89,6 +89,9 @@ Result<std::unique_ptr<NeuronBackend>> NeuronBackend::Create(const ModelConfig& 
   b->caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
   b->caps_.block_size = b->manifest_.block_size;
   b->caps_.num_blocks = b->manifest_.num_blocks;
+  // Speculative verification only with a multi-token decode program: verifying k drafts
+  // through single-token programs would take k + 1 executions, slower than not speculating.
+  b->caps_.multi_token_logits = MaxTokensPerSeq(b->manifest_.programs, 0) > 1;
   b->caps_.max_model_len = std::min(
       config.context_length, MaxContextBlocks(b->manifest_.programs) * b->manifest_.block_size);
   return b;
@@ -229,8 +232,8 @@ Status NeuronBackend::Warmup() {
   std::vector<float> logits;
   for (Program& p : programs_) {
     ResetStaging(p);
-    logits.assign(static_cast<size_t>(p.spec.rows()) * manifest_.vocab, 0.0f);
-    PAGODA_RETURN_IF_ERROR(RunProgram(p, p.spec.rows(), logits.data()));
+    logits.assign(static_cast<size_t>(p.spec.logit_rows()) * manifest_.vocab, 0.0f);
+    PAGODA_RETURN_IF_ERROR(RunProgram(p, 0, p.spec.logit_rows(), logits.data()));
     for (float x : logits) {
       if (!std::isfinite(x)) {
         return FailedPrecondition("neuron backend: warm-up of '" + p.spec.id +

@@ -80,7 +80,8 @@ std::string TensorSpec::ToString() const {
 }
 
 std::vector<TensorSpec> ExpectedTensors(const NeuronManifest& m, const ManifestProgram& p) {
-  const uint32_t rows = p.rows(), tokens = p.tokens();
+  // Per-token tensors are row-major per sequence for decode (ManifestProgram).
+  const uint32_t rows = p.rows(), tokens = p.tokens(), logit_rows = p.logit_rows();
   const auto in = NRT_TENSOR_USAGE_INPUT;
   std::vector<TensorSpec> specs = {
       {p.io.at("input_ids"), in, NRT_DTYPE_INT32, {tokens}},
@@ -88,7 +89,10 @@ std::vector<TensorSpec> ExpectedTensors(const NeuronManifest& m, const ManifestP
       {p.io.at("slot_mapping"), in, NRT_DTYPE_INT32, {tokens}},
       {p.io.at("block_table"), in, NRT_DTYPE_INT32, {rows, uint32_t(p.max_ctx_blocks)}},
       {p.io.at("context_lens"), in, NRT_DTYPE_INT32, {rows}},
-      {p.io.at("logits"), NRT_TENSOR_USAGE_OUTPUT, NRT_DTYPE_FLOAT32, {rows, uint32_t(m.vocab)}}};
+      {p.io.at("logits"),
+       NRT_TENSOR_USAGE_OUTPUT,
+       NRT_DTYPE_FLOAT32,
+       {logit_rows, uint32_t(m.vocab)}}};
   const Result<nrt_dtype_t> kv_dtype = ParseDtype(m.kv_dtype);
   const nrt_dtype_t kv = kv_dtype.ok() ? *kv_dtype : NRT_DTYPE_UNKNOWN;
   const std::vector<uint32_t> kv_shape = {uint32_t(m.num_blocks), uint32_t(m.n_kv_heads),

@@ -27,6 +27,7 @@ json Manifest(const FakeArtifactOptions& o) {
                 {"logits", "logits"}}},
               {"state", {"kv.*", "w.*"}}};
     p[b.decode ? "max_seqs" : "max_tokens"] = b.size;
+    if (b.decode) p["tokens_per_seq"] = b.tokens_per_seq;
     if (!b.decode) p["max_seqs"] = 1;
     programs.push_back(p);
   }
@@ -71,6 +72,8 @@ json Descriptor(const neuron::NeuronManifest& m, const neuron::ManifestProgram& 
           {"model", o.model_path},
           {"rows", p.rows()},
           {"tokens", p.tokens()},
+          {"tokens_per_seq", p.tokens_per_seq},
+          {"logit_rows", p.logit_rows()},
           {"max_ctx_blocks", p.max_ctx_blocks},
           {"roles", p.io},
           {"kv",
@@ -78,7 +81,8 @@ json Descriptor(const neuron::NeuronManifest& m, const neuron::ManifestProgram& 
             {"v", m.v_name},
             {"num_blocks", m.num_blocks},
             {"block_size", m.block_size},
-            {"dtype", m.kv_dtype}}},
+            {"dtype", m.kv_dtype},
+            {"slot_pad", m.slot_pad}}},
           {"io", io}};
 }
 

@@ -15,6 +15,7 @@ struct FakeBucket {
   bool decode = true;
   int32_t size = 1;  // decode: max_seqs; prefill: max_tokens
   int32_t ctx_blocks = 8;
+  int32_t tokens_per_seq = 1;  // decode only
 };
 
 struct FakeArtifactOptions {

@@ -2,12 +2,13 @@
 // for a GGUF model, so tests of another process (the `pagoda serve` end-to-end tests in
 // tests/e2e) use the same writer as the in-process tests. Test-only, never installed.
 //
-//   fake_nrt_artifacts --model M.gguf --out DIR --bucket ID:decode|prefill:SIZE:CTX_BLOCKS ...
+//   fake_nrt_artifacts --model M.gguf --out DIR --bucket ID:decode|prefill:SIZE:CTX[:TPS] ...
 //                      [--num-blocks N] [--block-size N] [--lnc N] [--header-lnc N]
 //                      [--wrong-shape PROGRAM_ID] [--manifest-vocab N]
 //
-// SIZE is max_seqs (decode) or max_tokens (prefill). Exit 0 on success, 1 when the model cannot
-// be read or DIR written, 2 on a usage error (each with a message on stderr).
+// SIZE is max_seqs (decode) or max_tokens (prefill), CTX max_ctx_blocks, TPS a decode program's
+// tokens_per_seq (default 1). Exit 0 on success, 1 when the model cannot be read or DIR written,
+// 2 on a usage error (each with a message on stderr).
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -30,17 +31,20 @@ bool ParseInt(const std::string& text, int32_t* out) {
   return true;
 }
 
-// "ID:decode|prefill:SIZE:CTX_BLOCKS".
+// "ID:decode|prefill:SIZE:CTX_BLOCKS[:TOKENS_PER_SEQ]" (the last for decode only).
 bool ParseBucket(const std::string& text, FakeBucket* b) {
   std::vector<std::string> parts;
   std::stringstream ss(text);
   for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
-  if (parts.size() != 4 || parts[0].empty() || (parts[1] != "decode" && parts[1] != "prefill")) {
+  if (parts.size() < 4 || parts.size() > 5 || parts[0].empty() ||
+      (parts[1] != "decode" && parts[1] != "prefill") ||
+      (parts.size() == 5 && parts[1] != "decode")) {
     return false;
   }
   b->id = parts[0];
   b->decode = parts[1] == "decode";
-  return ParseInt(parts[2], &b->size) && ParseInt(parts[3], &b->ctx_blocks);
+  return ParseInt(parts[2], &b->size) && ParseInt(parts[3], &b->ctx_blocks) &&
+         (parts.size() == 4 || ParseInt(parts[4], &b->tokens_per_seq));
 }
 
 // Fills `o` and `out_dir` from argv; false (after a message) on a usage error.

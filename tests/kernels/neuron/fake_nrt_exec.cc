@@ -152,57 +152,98 @@ void SyncKv(nrt_model* m, const TensorSet& in, bool to_pool) {
   }
 }
 
-// Builds the CPU step from the padded bucket inputs: rows with context_lens 0 are padding.
-// Sets *n_real to the number of the others.
-NRT_STATUS RunDecoder(nrt_model* m, const TensorSet& in, const TensorSet& out, int* n_real) {
-  const json& r = m->desc.at("roles");
-  const bool decode = m->desc.at("kind") == "decoder_step_decode";
-  const int32_t rows = m->desc.at("rows"), width = m->desc.at("max_ctx_blocks");
-  const int32_t bs = m->desc.at("kv").at("block_size");
-  const int32_t vocab = m->model->config.vocab_size;
-  const auto* ids = Data<int32_t>(in, r.at("input_ids"));
-  const auto* pos = Data<int32_t>(in, r.at("position_ids"));
-  const auto* slots = Data<int32_t>(in, r.at("slot_mapping"));
-  const auto* table = Data<int32_t>(in, r.at("block_table"));
-  const auto* ctx = Data<int32_t>(in, r.at("context_lens"));
-  float* logits = Data<float>(out, r.at("logits"));
-  std::fill_n(logits, static_cast<size_t>(rows) * vocab, 0.0f);
-  std::vector<int32_t> tok, slot;
+// A program's per-step inputs, as the manifest lays them out (ManifestProgram): per-token
+// entries [tokens] (decode: row-major per sequence, tokens_per_seq each), block_table
+// [rows][width], context_lens [rows] (0 = padding row).
+struct StepInputs {
+  bool decode = false;
+  int32_t rows = 0, tokens = 0, tokens_per_seq = 1, width = 0, block_size = 0, slot_pad = -1;
+  const int32_t *ids, *pos, *slots, *table, *ctx;
+};
+
+// The CPU step of the padded bucket inputs, and for each of its sequences the logits row of
+// its first token (decode: one row per token; prefill: row 0 for the last token).
+struct CpuStep {
+  std::vector<int32_t> tok, slot, first_logit_row;
   std::vector<pagoda::StepSequence> seqs;
-  std::vector<int32_t> real_rows;
-  for (int32_t row = 0; row < rows; ++row) {
-    if (ctx[row] <= 0) continue;
-    const int32_t first = decode ? row : 0;
-    const int32_t computed = pos[first];
-    const int32_t n = ctx[row] - computed;
+};
+
+// Rows with context_lens > 0 hold new tokens at positions [pos[first], context_lens); every other
+// token entry is padding and must carry slot_pad (so no KV is written). NRT_EXEC_BAD_INPUT else.
+NRT_STATUS BuildCpuStep(const StepInputs& in, CpuStep* step) {
+  const int32_t per_row = in.decode ? in.tokens_per_seq : 0;
+  std::vector<bool> real(static_cast<size_t>(in.tokens), false);
+  for (int32_t row = 0; row < in.rows; ++row) {
+    if (in.ctx[row] <= 0) continue;
+    const int32_t first = row * per_row, computed = in.pos[first];
+    const int32_t n = in.ctx[row] - computed;
+    if (n < 1 || n > (in.decode ? in.tokens_per_seq : in.tokens)) return nn::kNrtExecBadInput;
     pagoda::StepSequence s;
-    s.query_start = static_cast<int32_t>(tok.size());
+    s.query_start = static_cast<int32_t>(step->tok.size());
     s.query_len = n;
     s.num_computed_tokens = computed;
-    s.block_table = std::span<const int32_t>(table + static_cast<size_t>(row) * width,
-                                             (ctx[row] + bs - 1) / bs);
-    s.is_decode = decode;
+    s.block_table = std::span<const int32_t>(in.table + static_cast<size_t>(row) * in.width,
+                                             (in.ctx[row] + in.block_size - 1) / in.block_size);
+    s.is_decode = in.decode;
+    s.num_logits = in.decode ? n : 1;
     for (int32_t i = 0; i < n; ++i) {
-      if (pos[first + i] != computed + i) return nn::kNrtExecBadInput;
-      tok.push_back(ids[first + i]);
-      slot.push_back(slots[first + i]);
+      if (in.pos[first + i] != computed + i) return nn::kNrtExecBadInput;
+      step->tok.push_back(in.ids[first + i]);
+      step->slot.push_back(in.slots[first + i]);
+      real[first + i] = true;
     }
-    seqs.push_back(s);
-    real_rows.push_back(row);
+    step->seqs.push_back(s);
+    step->first_logit_row.push_back(first);
   }
-  *n_real = static_cast<int>(seqs.size());
-  if (seqs.empty()) return 0;
+  for (int32_t t = 0; t < in.tokens; ++t) {
+    if (!real[t] && in.slots[t] != in.slot_pad) {
+      std::fprintf(stderr, "fake_nrt: padding token %d has slot %d, not slot_pad\n", t,
+                   in.slots[t]);
+      return nn::kNrtExecBadInput;
+    }
+  }
+  return 0;
+}
+
+// Runs the padded bucket inputs on the CPU backend; padding rows' logits are 0. Sets *n_real to
+// the number of real sequence rows.
+NRT_STATUS RunDecoder(nrt_model* m, const TensorSet& in, const TensorSet& out, int* n_real) {
+  const json& r = m->desc.at("roles");
+  StepInputs si{m->desc.at("kind") == "decoder_step_decode",
+                m->desc.at("rows"),
+                m->desc.at("tokens"),
+                m->desc.value("tokens_per_seq", 1),
+                m->desc.at("max_ctx_blocks"),
+                m->desc.at("kv").at("block_size"),
+                m->desc.at("kv").value("slot_pad", -1),
+                Data<int32_t>(in, r.at("input_ids")),
+                Data<int32_t>(in, r.at("position_ids")),
+                Data<int32_t>(in, r.at("slot_mapping")),
+                Data<int32_t>(in, r.at("block_table")),
+                Data<int32_t>(in, r.at("context_lens"))};
+  const size_t vocab = static_cast<size_t>(m->model->config.vocab_size);
+  float* logits = Data<float>(out, r.at("logits"));
+  std::fill_n(logits, static_cast<size_t>(m->desc.at("logit_rows")) * vocab, 0.0f);
+  CpuStep step;
+  if (NRT_STATUS s = BuildCpuStep(si, &step); s != 0) return s;
+  *n_real = static_cast<int>(step.seqs.size());
+  if (step.seqs.empty()) return 0;
   SyncKv(m, in, true);
-  std::vector<float> got(seqs.size() * vocab);
-  pagoda::StepBatch b{tok, slot, seqs, {}};
+  size_t rows = 0;
+  for (const pagoda::StepSequence& s : step.seqs) rows += s.num_logits;
+  std::vector<float> got(rows * vocab);
+  pagoda::StepBatch b{step.tok, step.slot, step.seqs, {}};
   pagoda::Status st = m->cpu->Execute(b, got);
   if (!st.ok()) {
     std::fprintf(stderr, "fake_nrt: bad input: %s\n", st.ToString().c_str());
     return nn::kNrtExecBadInput;
   }
   SyncKv(m, in, false);
-  for (size_t i = 0; i < real_rows.size(); ++i) {
-    std::copy_n(got.begin() + i * vocab, vocab, logits + static_cast<size_t>(real_rows[i]) * vocab);
+  auto src = got.begin();
+  for (size_t i = 0; i < step.seqs.size(); ++i) {
+    const size_t n = static_cast<size_t>(step.seqs[i].num_logits) * vocab;
+    std::copy_n(src, n, logits + static_cast<size_t>(step.first_logit_row[i]) * vocab);
+    src += static_cast<std::ptrdiff_t>(n);
   }
   return 0;
 }

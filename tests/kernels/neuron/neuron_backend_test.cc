@@ -5,8 +5,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "runtime/runtime.h"
 #include "scheduler/engine.h"
 #include "tests/kernels/malformed_batches.h"
@@ -273,6 +275,153 @@ TEST_F(NeuronBackendTest, InjectedExecuteFailureFailsOnlyThatStep) {
   engine.reset();
   b->reset();
   EXPECT_EQ(Counters().leaked_at_last_close, 0);
+}
+
+// Multi-token decode (speculative verification) against the CPU backend run on the same batches.
+class MultiTokenDecodeTest : public NeuronBackendTest {
+ protected:
+  // One sequence of the test: its prompt (prefilled first), then `query_len` more tokens as
+  // one decode with num_logits = query_len (its last token and query_len - 1 drafts).
+  struct Seq {
+    int32_t prompt_len, query_len;
+    std::vector<int32_t> tokens, table;
+  };
+
+  void SetUp() override {
+    NeuronBackendTest::SetUp();
+    // Decode programs of 1, 2 and 4 tokens per sequence (none of 6: such a query is split).
+    fa_.buckets = {{"decode_b1", true, 1, 8},       {"decode_b4", true, 4, 8},
+                   {"decode_t2_b4", true, 4, 8, 2}, {"decode_t4_b2", true, 2, 8, 4},
+                   {"prefill_t16", false, 16, 8},   {"prefill_t64", false, 64, 8}};
+    KvCacheConfig kv;
+    kv.block_size = fa_.block_size;
+    kv.num_blocks = fa_.num_blocks;
+    kv.dtype = KvDtype::kF32;
+    auto cpu = cpu::CpuBackend::Create(model_->config, model_->weights, kv, StepLimits{64, 8}, {});
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    cpu_ = std::move(cpu).value();
+  }
+
+  // Sequence i owns blocks [4 i, 4 i + 4); its tokens are a fixed pseudo-random walk.
+  std::vector<Seq> MakeSeqs(const std::vector<std::pair<int32_t, int32_t>>& lens) const {
+    std::vector<Seq> seqs;
+    for (size_t i = 0; i < lens.size(); ++i) {
+      Seq s{lens[i].first, lens[i].second, {}, {}};
+      for (int32_t t = 0; t < s.prompt_len + s.query_len; ++t) {
+        s.tokens.push_back(
+            static_cast<int32_t>((i * 131 + t * 37 + 5) % model_->config.vocab_size));
+      }
+      for (int32_t b = 0; b < 4; ++b) s.table.push_back(static_cast<int32_t>(4 * i) + b);
+      seqs.push_back(std::move(s));
+    }
+    return seqs;
+  }
+
+  // The StepBatch of every sequence's prompt (prefill) or of its decode tokens, run on `b`.
+  Result<std::vector<float>> Run(Backend& b, const std::vector<Seq>& seqs, bool decode) {
+    std::vector<int32_t> ids, slots;
+    std::vector<StepSequence> ss;
+    size_t rows = 0;
+    for (const Seq& q : seqs) {
+      const int32_t from = decode ? q.prompt_len : 0, n = decode ? q.query_len : q.prompt_len;
+      ss.push_back({static_cast<int32_t>(ids.size()), n, from, q.table, decode, decode ? n : 1});
+      for (int32_t pos = from; pos < from + n; ++pos) {
+        ids.push_back(q.tokens[pos]);
+        slots.push_back(q.table[pos / fa_.block_size] * fa_.block_size + pos % fa_.block_size);
+      }
+      rows += static_cast<size_t>(ss.back().num_logits);
+    }
+    std::vector<float> logits(rows * model_->config.vocab_size);
+    PAGODA_RETURN_IF_ERROR(b.Execute(StepBatch{ids, slots, ss, {}}, logits));
+    return logits;
+  }
+
+  std::unique_ptr<cpu::CpuBackend> cpu_;
+};
+
+float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+// The same decode StepBatch -- sequences of 1, 3, 2, 6 and 1 new tokens -- through the Neuron
+// backend (buckets t1 / t2 / t4, padded) and the CPU backend gives the same logits, every row.
+TEST_F(MultiTokenDecodeTest, LogitsMatchTheCpuBackend) {
+  auto b = Create();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto* nb = dynamic_cast<neuron::NeuronBackend*>(b->get());
+  EXPECT_TRUE(nb->capabilities().multi_token_logits);
+  const auto seqs = MakeSeqs({{5, 1}, {17, 3}, {20, 2}, {9, 6}, {12, 1}});
+  auto want = Run(*cpu_, seqs, false);
+  auto got = Run(**b, seqs, false);
+  ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+  EXPECT_LE(MaxAbsDiff(*got, *want), 1e-4f);
+  const int64_t before = nb->num_executions();
+  want = Run(*cpu_, seqs, true);
+  got = Run(**b, seqs, true);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), size_t{13} * model_->config.vocab_size);
+  EXPECT_LE(MaxAbsDiff(*got, *want), 1e-4f);
+  // {q1, q3} on decode_t4_b2; {q2} on decode_t2_b4 (t4_b2 cannot take a third sequence); q6 in
+  // two executions of t4 (4 + 2 tokens); {q1} on decode_b1.
+  EXPECT_EQ(nb->num_executions() - before, 5);
+  // The KV the verification wrote is the CPU backend's: a further decode agrees too.
+  auto next = seqs;
+  for (auto& q : next) q.prompt_len += q.query_len, q.query_len = 1, q.tokens.push_back(7);
+  want = Run(*cpu_, next, true);
+  got = Run(**b, next, true);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_LE(MaxAbsDiff(*got, *want), 1e-4f);
+  // Prefill programs return the last token's logits only.
+  std::vector<StepSequence> one = {{0, 2, 0, seqs[0].table, false, 2}};
+  std::vector<int32_t> ids = {1, 2}, slots = {0, 1};
+  std::vector<float> logits(2 * model_->config.vocab_size);
+  EXPECT_EQ((*b)->Execute(StepBatch{ids, slots, one, {}}, logits).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// Greedy generation with n-gram speculation on multi-token programs gives the tokens it gives
+// without speculation; without a multi-token program the engine refuses speculation.
+TEST_F(MultiTokenDecodeTest, NgramSpeculationKeepsGreedyTokens) {
+  const auto ref = testing::LoadJson(testing::SharedPath("models/aidreams260K/reference.json"));
+  auto b = Create();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::vector<bool> failed;
+  const auto plain = RunPrompts(*MakeEngine(**b), ref, 40, &failed);
+  for (int32_t k : {3, 5}) {  // 5: a verification of 6 tokens is split over t4 executions
+    EngineConfig ec;
+    ec.scheduler.max_num_seqs = 8;
+    ec.scheduler.max_num_batched_tokens = 64;
+    ec.speculative.method = SpeculativeMethod::kNgram;
+    ec.speculative.num_tokens = k;
+    ec.speculative.ngram_min = 1;
+    ec.speculative.disable_by_batch_size = 0;  // verify batches of several sequences
+    auto engine = Engine::Create(*model_->tokenizer, **b, ec);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    const auto got = RunPrompts(**engine, ref, 40, &failed);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_FALSE(failed[i]) << "k " << k << " prompt " << i;
+      EXPECT_EQ(got[i], plain[i]) << "k " << k << " prompt " << i;
+    }
+    const SpeculativeStats& st = (*engine)->stats().speculative;
+    EXPECT_GT(st.num_drafts, 0) << k;
+    EXPECT_GT(st.num_accepted_tokens, 0) << k;
+  }
+  b->reset();
+  fa_.buckets = {{"decode_b4", true, 4, 8}, {"prefill_t64", false, 64, 8}};
+  b = Create();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_FALSE((*b)->capabilities().multi_token_logits);
+  EngineConfig ec;
+  ec.scheduler.max_num_seqs = 8;
+  ec.scheduler.max_num_batched_tokens = 64;
+  ec.speculative.method = SpeculativeMethod::kNgram;
+  auto engine = Engine::Create(*model_->tokenizer, **b, ec);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("speculative.method"), std::string::npos)
+      << engine.status().ToString();
 }
 
 // The checks the CPU backend makes (kernels/step_batch_check.h), sequence and token counts

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "kernels/neuron/bucketing.h"
 #include "kernels/neuron/manifest.h"
@@ -10,16 +12,18 @@
 #include "kernels/neuron/neuron_env.h"
 #include "kernels/neuron/nrt_status.h"
 #include "runtime/runtime.h"
+#include "tests/test_data.h"
 
 namespace pagoda::neuron {
 namespace {
 
-ManifestProgram Decode(const std::string& id, int seqs, int ctx) {
+ManifestProgram Decode(const std::string& id, int seqs, int ctx, int tokens_per_seq = 1) {
   ManifestProgram p;
   p.id = id;
   p.phase = "decode";
   p.max_seqs = seqs;
   p.max_ctx_blocks = ctx;
+  p.tokens_per_seq = tokens_per_seq;
   return p;
 }
 
@@ -34,16 +38,38 @@ TEST(BucketingTest, PicksTheSmallestFittingProgram) {
   const std::vector<ManifestProgram> ps = {Decode("b8c64", 8, 64), Decode("b2c8", 2, 8),
                                            Decode("b2c64", 2, 64), Prefill("t64", 64, 8),
                                            Prefill("t16", 16, 64)};
-  EXPECT_EQ(PickDecodeProgram(ps, 1, 4), 1);
-  EXPECT_EQ(PickDecodeProgram(ps, 2, 9), 2);
-  EXPECT_EQ(PickDecodeProgram(ps, 3, 1), 0);
-  EXPECT_EQ(PickDecodeProgram(ps, 9, 1), -1);
+  EXPECT_EQ(PickDecodeProgram(ps, 1, 1, 4), 1);
+  EXPECT_EQ(PickDecodeProgram(ps, 2, 1, 9), 2);
+  EXPECT_EQ(PickDecodeProgram(ps, 3, 1, 1), 0);
+  EXPECT_EQ(PickDecodeProgram(ps, 9, 1, 1), -1);
+  EXPECT_EQ(PickDecodeProgram(ps, 1, 2, 1), -1);  // every decode program takes 1 token
   EXPECT_EQ(PickPrefillProgram(ps, 10, 8), 4);
   EXPECT_EQ(PickPrefillProgram(ps, 20, 8), 3);
   EXPECT_EQ(PickPrefillProgram(ps, 20, 9), -1);
   EXPECT_EQ(MaxContextBlocks(ps), 64);
-  EXPECT_EQ(MaxDecodeSeqs(ps, 9), 8);
+  EXPECT_EQ(MaxTokensPerSeq(ps, 9), 1);
   EXPECT_EQ(MaxPrefillTokens(ps, 9), 16);
+}
+
+// Decode steps whose sequences carry 1 (plain decode) or k + 1 (verification) tokens: the
+// smallest tokens_per_seq >= the longest query, then the smallest batch, then the narrowest.
+TEST(BucketingTest, MixedQueryLengthsPickTheSmallestTokensPerSeqThatFits) {
+  const std::vector<ManifestProgram> ps = {Decode("t1b8", 8, 16),     Decode("t4b2", 2, 16, 4),
+                                           Decode("t4b4", 4, 16, 4),  Decode("t8b2", 2, 16, 8),
+                                           Decode("t4b2c4", 2, 4, 4), Prefill("p16", 16, 16),
+                                           Decode("t8b1", 1, 64, 8)};
+  EXPECT_EQ(PickDecodeProgram(ps, 3, 1, 2), 0);   // q 1: single-token programs first
+  EXPECT_EQ(PickDecodeProgram(ps, 2, 3, 2), 4);   // q {1, 3}: t4, batch 2, the narrow one
+  EXPECT_EQ(PickDecodeProgram(ps, 2, 4, 5), 1);   // too wide for t4b2c4
+  EXPECT_EQ(PickDecodeProgram(ps, 3, 4, 2), 2);   // 3 sequences: t4b4
+  EXPECT_EQ(PickDecodeProgram(ps, 2, 5, 2), 3);   // q 5: t8
+  EXPECT_EQ(PickDecodeProgram(ps, 3, 5, 2), -1);  // no t8 program takes 3 sequences
+  EXPECT_EQ(PickDecodeProgram(ps, 1, 6, 17), 6);  // only t8b1 reaches 17 blocks
+  EXPECT_EQ(PickDecodeProgram(ps, 1, 9, 1), -1);  // longer than every program: split
+  EXPECT_EQ(MaxTokensPerSeq(ps, 1), 8);
+  EXPECT_EQ(MaxTokensPerSeq(ps, 16), 8);
+  EXPECT_EQ(MaxTokensPerSeq(ps, 65), 0);
+  EXPECT_EQ(MaxTokensPerSeq({Decode("t1", 4, 8), Decode("t4", 1, 4, 4)}, 5), 1);
 }
 
 TEST(StatusTest, ActionTable) {
@@ -120,6 +146,67 @@ TEST(ManifestTest, ErrorsNameTheKey) {
   Status s = CheckManifestAgainstModel(*m, c);
   EXPECT_EQ(s.message(), "neuron backend: manifest m.json: model.vocab is 8 but the model has 9");
   EXPECT_EQ(StartupExitCode(BackendStartupError(s)), kExitBackendArtifacts);
+}
+
+std::string WithTokensPerSeq(const std::string& value) {
+  std::string m = kManifest;
+  m.replace(m.find("\"max_seqs\": 2"), 13, "\"max_seqs\": 2, \"tokens_per_seq\": " + value);
+  return m;
+}
+
+// A multi-token decode program: per-token tensors and logits are max_seqs x tokens_per_seq long,
+// block_table and context_lens stay per sequence.
+TEST(ManifestTest, TokensPerSeqShapesTheTokenTensors) {
+  auto m = ParseManifest(WithTokensPerSeq("4"), "m.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ManifestProgram& p = m->programs[0];
+  EXPECT_EQ(p.tokens_per_seq, 4);
+  EXPECT_EQ(p.tokens(), 8);
+  EXPECT_EQ(p.logit_rows(), 8);
+  const auto specs = ExpectedTensors(*m, p);
+  EXPECT_EQ(specs[0].ToString(), "input ids i32[8] (32 bytes)");
+  EXPECT_EQ(specs[1].ToString(), "input pos i32[8] (32 bytes)");
+  EXPECT_EQ(specs[2].ToString(), "input slots i32[8] (32 bytes)");
+  EXPECT_EQ(specs[3].ToString(), "input tables i32[2,3] (24 bytes)");
+  EXPECT_EQ(specs[4].ToString(), "input lens i32[2] (8 bytes)");
+  EXPECT_EQ(specs[5].ToString(), "output logits f32[8,8] (256 bytes)");
+  EXPECT_EQ(ParseManifest(kManifest, "m.json")->programs[0].tokens_per_seq, 1);  // the default
+  EXPECT_TRUE(ParseManifest(WithTokensPerSeq("8"), "m.json").ok());
+  for (const char* bad : {"0", "9", "-1"}) {
+    const Status st = ParseManifest(WithTokensPerSeq(bad), "m.json").status();
+    EXPECT_EQ(st.message(),
+              "neuron backend: manifest m.json: programs[0].tokens_per_seq: expected 1..8 (the TKG "
+              "kernel's limit), got " +
+                  std::string(bad));
+    EXPECT_EQ(StartupExitCode(BackendStartupError(st)), kExitBackendArtifacts);
+  }
+  EXPECT_EQ(ParseManifest(WithTokensPerSeq("\"4\""), "m.json").status().message(),
+            "neuron backend: manifest m.json: programs[0].tokens_per_seq: wrong type (\"4\")");
+  std::string huge = WithTokensPerSeq("8");
+  huge.replace(huge.find("\"max_seqs\": 2"), 13, "\"max_seqs\": 1073741824");
+  EXPECT_EQ(ParseManifest(huge, "m.json").status().message(),
+            "neuron backend: manifest m.json: programs[0].max_seqs: max_seqs x tokens_per_seq "
+            "overflows 32 bits");
+}
+
+TEST(ManifestTest, InspectShowsTokensPerSeq) {
+  testing::TempDir dir;
+  std::string text = WithTokensPerSeq("4");
+  const std::string prefill =
+      R"({"id": "p4", "phase": "prefill", "neff": "p4.neff", "max_tokens": 4,
+          "max_ctx_blocks": 3, "io": {"input_ids": "ids", "position_ids": "pos",
+          "slot_mapping": "slots", "block_table": "tables", "context_lens": "lens",
+          "logits": "logits"}}, )";
+  text.insert(text.find("{\"id\": \"d2\""), prefill);
+  std::ofstream(dir.File("manifest.json")) << text;
+  std::ostringstream out;
+  ASSERT_TRUE(InspectNeuronManifest(dir.File("manifest.json"), out).ok());
+  EXPECT_NE(out.str().find("speculative verification: up to 3 draft tokens per execution\n"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("  d2: decode max_seqs 2 tokens_per_seq 4 max_ctx_blocks 3"),
+            std::string::npos)
+      << out.str();
 }
 
 TEST(NeffHeaderTest, ReadsNameAndLnc) {
