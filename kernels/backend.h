@@ -45,6 +45,10 @@ struct StepBatch {
   std::span<const BlockCopy> block_copies;  // copy-on-write copies to apply before the step
 };
 
+// The most tokens a decode sequence carries in one step: its last token plus up to 16 speculative
+// ones (speculative.num_tokens). A backend sizes its decode workspace for it (or splits).
+inline constexpr int32_t kMaxDecodeTokensPerSeq = 17;
+
 // What the engine may put into one step; the backend sizes its buffers for it. From the config's
 // engine section (SchedulerConfig); no defaults here.
 struct StepLimits {

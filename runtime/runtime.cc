@@ -33,6 +33,11 @@ Status RejectKeysTheBackendIgnores(const RuntimeConfig& c) {
     return RejectIgnored(c.cpu.pack_weights != cpu::CpuBackendOptions{}.pack_weights,
                          "backend.pack_weights", "backend.type neuron (the CPU kernels' layout)");
   }
+  if (c.engine.speculative.method == SpeculativeMethod::kDraft && c.backend != BackendType::kCpu) {
+    return InvalidArgument(
+        "speculative.method: draft needs backend.type cpu (on Neuron the draft model would need "
+        "its own compiled artifacts; ngram works there)");
+  }
   if (!(c.neuron == NeuronOptions{})) {
     return InvalidArgument(
         "neuron: the neuron.* keys are used only with backend.type neuron (backend.type is cpu; "
@@ -45,11 +50,10 @@ StepLimits Limits(const SchedulerConfig& s) {
   return StepLimits{s.max_num_batched_tokens, s.max_num_seqs};
 }
 
-Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const RuntimeConfig& c) {
+// A CPU backend for `model` with the pool `kv_options` describes.
+Result<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model, const RuntimeConfig& c,
+                                                  const KvCacheOptions& kv_options) {
   const StepLimits limits = Limits(c.engine.scheduler);
-  if (c.backend == BackendType::kNeuron) {
-    return CreateNeuronBackend(model.config, c.neuron, limits);
-  }
   KvCacheShape shape;
   shape.n_layers = model.config.n_layers;
   shape.n_kv_heads = model.config.n_kv_heads;
@@ -57,10 +61,50 @@ Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const Runtime
   shape.auto_dtype = ResolveKvDtype(model, KvCacheOptions{});
   shape.max_model_len = model.config.context_length;
   shape.max_num_seqs = c.engine.scheduler.max_num_seqs;
-  PAGODA_ASSIGN_OR_RETURN(KvCacheConfig kv, ResolveKvCacheConfig(c.kv_cache, shape));
+  PAGODA_ASSIGN_OR_RETURN(KvCacheConfig kv, ResolveKvCacheConfig(kv_options, shape));
   PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> b,
                           cpu::CpuBackend::Create(model.config, model.weights, kv, limits, c.cpu));
   return std::unique_ptr<Backend>(std::move(b));
+}
+
+Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const RuntimeConfig& c) {
+  if (c.backend == BackendType::kNeuron) {
+    return CreateNeuronBackend(model.config, c.neuron, Limits(c.engine.scheduler));
+  }
+  return CreateCpuBackend(model, c, c.kv_cache);
+}
+
+// INVALID_ARGUMENT naming speculative.draft_model unless both tokenizers have the same tokens.
+Status CheckSameVocabulary(const Tokenizer& target, const Tokenizer& draft) {
+  constexpr std::string_view kKey = "speculative.draft_model: ";
+  if (target.vocab_size() != draft.vocab_size()) {
+    return InvalidArgument(std::string(kKey) + "its vocabulary has " +
+                           std::to_string(draft.vocab_size()) + " tokens, the model's " +
+                           std::to_string(target.vocab_size()) + " (they must be the same)");
+  }
+  for (int32_t id = 0; id < target.vocab_size(); ++id) {
+    if (target.TokenBytes(id) != draft.TokenBytes(id)) {
+      return InvalidArgument(std::string(kKey) + "token " + std::to_string(id) +
+                             " differs from the model's (the vocabularies must be the same)");
+    }
+  }
+  return Status::Ok();
+}
+
+// speculative.method draft: loads the draft model and builds its CPU backend with as many KV
+// blocks as the target's pool (the same block size; its own dtype rule).
+Status BuildDraft(const Model& model, const RuntimeConfig& c, Runtime& rt) {
+  const std::string& path = c.engine.speculative.draft_model;
+  Result<std::unique_ptr<Model>> draft = LoadModel(path);
+  if (!draft.ok()) {
+    return InvalidArgument("speculative.draft_model: " + draft.status().message());
+  }
+  rt.draft_model = std::move(draft).value();
+  PAGODA_RETURN_IF_ERROR(CheckSameVocabulary(*model.tokenizer, *rt.draft_model->tokenizer));
+  KvCacheOptions kv = c.kv_cache;
+  kv.num_blocks = rt.backend->capabilities().num_blocks;
+  PAGODA_ASSIGN_OR_RETURN(rt.draft_backend, CreateCpuBackend(*rt.draft_model, c, kv));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -117,6 +161,10 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& c, Startup
     return backend.status();
   }
   rt.backend = std::move(backend).value();
+  if (c.engine.speculative.method == SpeculativeMethod::kDraft) {
+    kind = StartupError::kBadConfig;
+    PAGODA_RETURN_IF_ERROR(BuildDraft(model, c, rt));
+  }
   EngineConfig ec = c.engine;
   // The model's stop tokens: EOS ids, end-of-turn, end-of-message (model/generation_defaults.h).
   std::vector<int32_t>& stops = ec.eos_token_ids;
@@ -125,7 +173,8 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& c, Startup
   std::sort(stops.begin(), stops.end());
   stops.erase(std::unique(stops.begin(), stops.end()), stops.end());
   kind = StartupError::kFailed;
-  PAGODA_ASSIGN_OR_RETURN(rt.engine, Engine::Create(*model.tokenizer, *rt.backend, ec));
+  PAGODA_ASSIGN_OR_RETURN(
+      rt.engine, Engine::Create(*model.tokenizer, *rt.backend, ec, rt.draft_backend.get()));
   return rt;
 }
 

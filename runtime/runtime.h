@@ -60,12 +60,17 @@ int StartupExitCode(StartupError error);
 // The kind of a backend Create() failure, by the code contract of kernels/backend.h.
 StartupError BackendStartupError(const Status& status);
 
+// Members are destroyed in reverse order: the engine first, the draft model last.
 struct Runtime {
+  std::unique_ptr<Model> draft_model;      // speculative.method draft only
+  std::unique_ptr<Backend> draft_backend;  // its CPU backend (as many KV blocks as `backend`)
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Engine> engine;
 };
 
-// Validates `config` and builds the backend and the engine. `model` must outlive the runtime.
+// Validates `config` and builds the backend and the engine (and for speculative.method draft,
+// loads the draft model: INVALID_ARGUMENT naming speculative.draft_model when it cannot be
+// loaded or its vocabulary differs). `model` must outlive the runtime.
 // On failure `*error` (if not null) says what failed.
 Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& config,
                              StartupError* error = nullptr);

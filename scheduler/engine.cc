@@ -31,7 +31,7 @@ Status ValidateEngineConfig(const EngineConfig& c) {
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backend& backend,
-                                               const EngineConfig& config) {
+                                               const EngineConfig& config, Backend* draft_backend) {
   PAGODA_RETURN_IF_ERROR(ValidateEngineConfig(config));
   const BackendCapabilities& caps = backend.capabilities();
   if (config.scheduler.max_num_batched_tokens > caps.max_num_batched_tokens) {
@@ -47,10 +47,21 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Tokenizer& tokenizer, Backe
     return InvalidArgument("engine.max_num_seqs: exceeds the backend's " +
                            std::to_string(caps.max_num_seqs));
   }
-  return std::unique_ptr<Engine>(new Engine(tokenizer, backend, config));
+  if (config.speculative.method == SpeculativeMethod::kDraft) {
+    if (draft_backend == nullptr) {
+      return InvalidArgument("speculative.draft_model: the draft model's backend was not built");
+    }
+    if (draft_backend->vocab_size() != backend.vocab_size()) {
+      return InvalidArgument("speculative.draft_model: its vocabulary has " +
+                             std::to_string(draft_backend->vocab_size()) + " tokens, the model " +
+                             std::to_string(backend.vocab_size()) + " (they must be the same)");
+    }
+  }
+  return std::unique_ptr<Engine>(new Engine(tokenizer, backend, config, draft_backend));
 }
 
-Engine::Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config)
+Engine::Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config,
+               Backend* draft_backend)
     : backend_(backend),
       max_model_len_(ResolveMaxModelLen(config.max_model_len, backend.capabilities())),
       max_waiting_requests_(config.max_waiting_requests),
@@ -58,7 +69,11 @@ Engine::Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig&
           config.enable_prefix_caching),
       scheduler_(config.scheduler, kv_, config.speculative.disable_by_batch_size),
       processor_(tokenizer, OutputLimits{config.eos_token_ids, max_model_len_, config.speculative},
-                 MakeCoreHooks()) {}
+                 MakeCoreHooks()) {
+  if (config.speculative.method == SpeculativeMethod::kDraft) {
+    draft_ = std::make_unique<DraftProposer>(*draft_backend);
+  }
+}
 
 // The processor's window on the engine core: forks and finished sequences go to the KV cache
 // and the scheduler here, finished request ids leave the inbox's live set.
@@ -69,7 +84,10 @@ CoreHooks Engine::MakeCoreHooks() {
     scheduler_.AddRunning(&child);
     return Status::Ok();
   };
-  hooks.release_sequence = [this](Sequence& seq) { scheduler_.Finish(&seq); };
+  hooks.release_sequence = [this](Sequence& seq) {
+    scheduler_.Finish(&seq);
+    if (draft_) draft_->Release(seq.seq_id);
+  };
   hooks.request_finished = [this](const std::string& request_id) {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     live_ids_.erase(request_id);
@@ -209,6 +227,7 @@ void Engine::UpdateStats() {
   stats_.generation_tokens = processor_.num_generation_tokens();
   stats_.num_steps = steps_;
   stats_.speculative = processor_.speculative_stats();
+  stats_.draft_num_blocks_in_use = draft_ ? draft_->num_blocks_in_use() : 0;
 }
 
 EngineStats Engine::stats() const {
@@ -228,6 +247,7 @@ Status Engine::RunStep(const SchedulerOutput& out) {
     return Internal("backend step failed: " + st.ToString());
   }
   CommitStep(out);
+  if (draft_) draft_->Propose(processor_.TakeDraftRequests());
   return Status::Ok();
 }
 

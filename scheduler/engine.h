@@ -11,7 +11,8 @@
 // aborts) -> Schedule -> build StepBatch (decodes first) -> Backend::Execute -> commit the
 // computed tokens to the KV cache -> hand each sequence that completed its tokens, with its
 // logits row, to the OutputProcessor (sample, detokenize, stop checks, n > 1 forks, messages)
-// -> publish stats. Through CoreHooks the processor has the engine start forks
+// -> (speculative.method draft) the draft model proposes for the sequences that asked -> publish
+// stats. Through CoreHooks the processor has the engine start forks
 // (KvCacheManager::Fork + Scheduler::AddRunning) and free finished sequences (Scheduler::Finish).
 #pragma once
 
@@ -29,6 +30,7 @@
 #include "kernels/backend.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/tokenizer.h"
+#include "scheduler/draft_proposer.h"
 #include "scheduler/output_processor.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
@@ -64,14 +66,18 @@ struct EngineStats {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t num_steps = 0;
-  SpeculativeStats speculative;  // as vLLM's spec_decode_* counters
+  SpeculativeStats speculative;         // as vLLM's spec_decode_* counters
+  int32_t draft_num_blocks_in_use = 0;  // speculative.method draft: the draft model's KV blocks
 };
 
 class Engine {
  public:
-  // `tokenizer` and `backend` must outlive the engine. Errors name a bad config field.
+  // `tokenizer`, `backend` and `draft_backend` must outlive the engine. `draft_backend` runs the
+  // draft model of speculative.method draft (required then, with the backend's vocabulary size;
+  // else unused). Errors name a bad config field.
   static Result<std::unique_ptr<Engine>> Create(const Tokenizer& tokenizer, Backend& backend,
-                                                const EngineConfig& config);
+                                                const EngineConfig& config,
+                                                Backend* draft_backend = nullptr);
   ~Engine();
 
   // Validates and queues a request. INVALID_ARGUMENT names the bad field; RESOURCE_EXHAUSTED
@@ -105,7 +111,8 @@ class Engine {
   }
 
  private:
-  Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config);
+  Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig& config,
+         Backend* draft_backend);
   CoreHooks MakeCoreHooks();
 
   Status ValidateRequest(const Request& r) const;
@@ -122,7 +129,8 @@ class Engine {
   const int32_t max_waiting_requests_;
   KvCacheManager kv_;
   Scheduler scheduler_;
-  OutputProcessor processor_;  // owns every live request's state and Sequences
+  OutputProcessor processor_;             // owns every live request's state and Sequences
+  std::unique_ptr<DraftProposer> draft_;  // speculative.method draft only
 
   // Engine-thread state: the step batch, reused across steps.
   std::vector<int32_t> token_ids_, slot_mapping_;

@@ -106,13 +106,27 @@ void OutputProcessor::ProposeDrafts(int64_t seq_id) {
   SampleState& s = *it->second;
   s.seq.draft_token_ids.clear();  // also defines it after Engine moved the last ones out
   const SpeculativeConfig& c = limits_.speculative;
-  if (c.method != SpeculativeMethod::kNgram || !s.request->request.speculative) return;
+  if (!c.enabled() || !s.request->request.speculative) return;
   const int32_t left_output =
       s.request->request.stopping.max_tokens - s.seq.num_output_tokens() - 1;
   const int32_t left_context = limits_.max_model_len - s.seq.num_tokens();
   const int32_t k = std::min({s.max_drafts, left_output, left_context});
   if (k <= 0) return;
+  if (c.method == SpeculativeMethod::kDraft) {
+    draft_requests_.emplace_back(seq_id, k);  // the engine runs the draft model after the step
+    return;
+  }
   s.seq.draft_token_ids = ProposeNgram(s.seq.token_ids, c.ngram_min, c.ngram_max, k);
+}
+
+std::vector<DraftRequest> OutputProcessor::TakeDraftRequests() {
+  std::vector<DraftRequest> out;
+  for (const auto& [seq_id, k] : draft_requests_) {
+    auto it = samples_by_seq_.find(seq_id);
+    if (it != samples_by_seq_.end()) out.push_back({&it->second->seq, k});
+  }
+  draft_requests_.clear();
+  return out;
 }
 
 int32_t OutputProcessor::ProcessSampled(SampleState& s, std::span<const float> logits) {

@@ -22,10 +22,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
 #include "model/tokenizer.h"
+#include "scheduler/draft_proposer.h"
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/sequence.h"
@@ -97,6 +99,11 @@ class OutputProcessor {
   // Ends every live sample of every request with a sequence in `out.scheduled` with kError.
   void FailScheduled(const SchedulerOutput& out, const std::string& error);
 
+  // The live sequences that asked for draft-model proposals (speculative.method draft) since the
+  // last call, with how many each may take; their draft_token_ids are empty until the engine's
+  // DraftProposer fills them.
+  std::vector<DraftRequest> TakeDraftRequests();
+
   int32_t num_live_requests() const { return static_cast<int32_t>(requests_.size()); }
   int64_t num_generation_tokens() const { return generation_tokens_; }  // appended, all requests
   const SpeculativeStats& speculative_stats() const { return spec_stats_; }
@@ -128,6 +135,7 @@ class OutputProcessor {
   uint64_t next_arrival_ = 0;
   int64_t generation_tokens_ = 0;
   SpeculativeStats spec_stats_;
+  std::vector<std::pair<int64_t, int32_t>> draft_requests_;  // seq_id, proposals wanted
 };
 
 }  // namespace pagoda

@@ -15,6 +15,15 @@ Status ValidateSpeculativeConfig(const SpeculativeConfig& c) {
     return InvalidArgument("speculative.ngram_min: " + std::to_string(c.ngram_min) +
                            " exceeds speculative.ngram_max (" + std::to_string(c.ngram_max) + ")");
   }
+  const bool draft = c.method == SpeculativeMethod::kDraft;
+  if (draft && c.draft_model.empty()) {
+    return InvalidArgument(
+        "speculative.draft_model: method draft needs the draft model (a GGUF file or a Hugging "
+        "Face directory with the target's vocabulary)");
+  }
+  if (!draft && !c.draft_model.empty()) {
+    return InvalidArgument("speculative.draft_model: used only with speculative.method draft");
+  }
   return Status::Ok();
 }
 

@@ -216,6 +216,7 @@ Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api) {
   r.stopping.ignore_eos = api.ignore_eos;
   r.stopping.include_stop_str_in_output = api.include_stop_str_in_output;
   r.priority = api.priority;
+  r.speculative = api.speculative;
   return r;
 }
 

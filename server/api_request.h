@@ -68,6 +68,7 @@ struct ApiRequest {
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
   int32_t priority = 0;
+  bool speculative = true;  // false: no speculative tokens for this request
 };
 
 inline constexpr size_t kMaxRequestIdBytes = 256;

@@ -176,6 +176,7 @@ const std::vector<Field>& Fields() {
       Int("speculative.ngram_max", kNgramRange, PAGODA_CFG(runtime.engine.speculative.ngram_max)),
       Int("speculative.disable_by_batch_size", kDisableByBatchSizeRange,
           PAGODA_CFG(runtime.engine.speculative.disable_by_batch_size)),
+      Str("speculative.draft_model", PAGODA_CFG(runtime.engine.speculative.draft_model)),
       Enum("backend.type", PAGODA_CFG(runtime.backend)),
       Int("backend.threads", cpu::kCpuThreadsRange, PAGODA_CFG(runtime.cpu.threads)),
       Bool("backend.pack_weights", PAGODA_CFG(runtime.cpu.pack_weights)),

@@ -294,6 +294,7 @@ ApiRequest ToApiRequest(const v1::GenerateRequest& req) {
   api.ignore_eos = st.ignore_eos();
   api.include_stop_str_in_output = st.include_stop_str_in_output();
   api.priority = req.priority();
+  if (req.has_speculative()) api.speculative = req.speculative();
   return api;
 }
 

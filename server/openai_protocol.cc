@@ -235,6 +235,7 @@ Status ParseStopping(const json& j, OpenAiEndpoint endpoint, ApiRequest* api) {
     PAGODA_ASSIGN_OR_RETURN(api->stop_token_ids, TokenIds(*ids, "stop_token_ids"));
   }
   PAGODA_RETURN_IF_ERROR(GetInto(j, "ignore_eos", &api->ignore_eos));
+  PAGODA_RETURN_IF_ERROR(GetInto(j, "speculative", &api->speculative));
   PAGODA_RETURN_IF_ERROR(
       GetInto(j, "include_stop_str_in_output", &api->include_stop_str_in_output));
   return Status::Ok();

@@ -1,5 +1,6 @@
 // The speculative-decoding flags of generate, serve and bench model (scheduler/speculative.h):
-//   --speculative none|ngram      speculative.method
+//   --speculative none|ngram|draft  speculative.method
+//   --draft-model PATH            speculative.draft_model
 //   --num-speculative-tokens K    speculative.num_tokens
 //   --ngram-min N, --ngram-max N  speculative.ngram_min / ngram_max
 // A flag not given leaves the config's value (serve: the YAML's; else the defaults). The values
@@ -16,7 +17,7 @@
 namespace pagoda::cli {
 
 struct SpeculativeFlags {  // empty / 0: not given
-  std::string method;
+  std::string method, draft_model;
   int32_t num_tokens = 0, ngram_min = 0, ngram_max = 0;
 };
 

@@ -114,7 +114,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
   TkgWorkspaceDims dims;
   dims.max_tokens = limits.max_num_batched_tokens;
   dims.max_seqs = std::min(limits.max_num_seqs, limits.max_num_batched_tokens);
-  dims.max_tokens_per_seq = 8;
+  dims.max_tokens_per_seq = kMaxDecodeTokensPerSeq;  // speculative verification: k + 1
   dims.hidden = config.n_embd;
   dims.n_heads = config.n_heads;
   dims.n_kv_heads = config.n_kv_heads;

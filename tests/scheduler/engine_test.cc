@@ -62,16 +62,19 @@ Request Greedy(const std::string& id, std::vector<int32_t> prompt, int32_t max_t
 
 class EngineTest : public ::testing::Test {
  protected:
+  // `draft`: the draft model's backend of speculative.method draft (kept in draft_).
   void Make(int32_t num_blocks, int32_t block_size, SchedulerConfig sc = {},
-            bool prefix_caching = true, SpeculativeConfig spec = {}) {
+            bool prefix_caching = true, SpeculativeConfig spec = {},
+            std::unique_ptr<FakeBackend> draft = nullptr) {
     backend_ = std::make_unique<FakeBackend>(num_blocks, block_size, sc);
+    draft_ = std::move(draft);
     EngineConfig ec;
     ec.scheduler = sc;
     ec.speculative = spec;
     ec.enable_prefix_caching = prefix_caching;
     ec.eos_token_ids = {2};
     ec.max_waiting_requests = 4096;
-    auto e = Engine::Create(*tokenizer_, *backend_, ec);
+    auto e = Engine::Create(*tokenizer_, *backend_, ec, draft_.get());
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine_ = std::move(e).value();
   }
@@ -79,6 +82,8 @@ class EngineTest : public ::testing::Test {
   void TearDown() override {
     if (!backend_) return;
     for (const Status& st : backend_->rejected_steps) ADD_FAILURE() << st.ToString();
+    if (!draft_) return;
+    for (const Status& st : draft_->rejected_steps) ADD_FAILURE() << "draft: " << st.ToString();
   }
   std::shared_ptr<RequestStream> Submit(Request r) {
     auto s = engine_->Submit(std::move(r));
@@ -88,6 +93,7 @@ class EngineTest : public ::testing::Test {
 
   std::unique_ptr<Tokenizer> tokenizer_ = testing::MakeByteTokenizer();
   std::unique_ptr<FakeBackend> backend_;
+  std::unique_ptr<FakeBackend> draft_;  // declared before engine_: destroyed after it
   std::unique_ptr<Engine> engine_;
 };
 
@@ -598,6 +604,109 @@ TEST_F(EngineTest, NgramProposalsStopAtMaxTokensAndTheContext) {
   EXPECT_EQ(st.num_accepted_tokens, st.num_draft_tokens);
   EXPECT_EQ(st.num_draft_tokens, 8);
   EXPECT_EQ(backend_->steps.size(), 2u);  // the prompt, then one verification of 8 + 1
+}
+
+SpeculativeConfig Draft(int32_t k) {
+  SpeculativeConfig c;
+  c.method = SpeculativeMethod::kDraft;
+  c.num_tokens = k;
+  c.draft_model = "fake";
+  c.disable_by_batch_size = 0;
+  return c;
+}
+
+// The draft model's proposals (a FakeBackend: the same greedy rule as the target when its
+// copy_period is the same, since both read the context back through their own KV caches) are
+// verified exactly as n-gram ones: every output of the mix stays the same, with a roomy or a
+// tight target pool (preemption) and a roomy or tight draft pool (proposals dropped when the
+// draft cache is full); no block of either cache stays in use.
+TEST_F(EngineTest, DraftSpeculationKeepsEveryOutputAndFreesEveryBlock) {
+  auto run = [&](SpeculativeConfig spec, int32_t num_blocks, int32_t draft_blocks,
+                 int32_t draft_period) {
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = 64;
+    sc.max_num_seqs = 8;
+    std::unique_ptr<FakeBackend> draft;
+    if (spec.method == SpeculativeMethod::kDraft) {
+      draft = std::make_unique<FakeBackend>(draft_blocks, 4, sc);
+      draft->copy_period = draft_period;
+    }
+    Make(num_blocks, 4, sc, true, spec, std::move(draft));
+    backend_->copy_period = 3;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : SpeculationMix()) streams.push_back(Submit(r));
+    EXPECT_TRUE(engine_->RunUntilIdle().ok());
+    MixResult m;
+    for (auto& s : streams) m.outputs.push_back(Drain(*s));
+    m.steps = static_cast<int64_t>(backend_->steps.size());
+    m.stats = engine_->stats();
+    return m;
+  };
+  const MixResult plain = run({}, 512, 0, 0);
+  struct Case {
+    int32_t num_blocks, draft_blocks, draft_period, k;
+  };
+  for (const Case& c :
+       {Case{512, 512, 3, 4}, Case{24, 512, 3, 3}, Case{512, 12, 3, 4}, Case{512, 512, 0, 2}}) {
+    const MixResult spec = run(Draft(c.k), c.num_blocks, c.draft_blocks, c.draft_period);
+    SCOPED_TRACE("blocks " + std::to_string(c.num_blocks) + " draft blocks " +
+                 std::to_string(c.draft_blocks) + " period " + std::to_string(c.draft_period));
+    for (size_t i = 0; i < plain.outputs.size(); ++i) {
+      EXPECT_EQ(spec.outputs[i].tokens, plain.outputs[i].tokens) << i;
+      EXPECT_EQ(spec.outputs[i].text, plain.outputs[i].text) << i;
+      EXPECT_EQ(spec.outputs[i].finish, plain.outputs[i].finish) << i;
+    }
+    const SpeculativeStats& s = spec.stats.speculative;
+    EXPECT_GT(s.num_drafts, 0);
+    EXPECT_LE(s.num_draft_tokens, s.num_drafts * c.k);
+    EXPECT_EQ(spec.stats.num_blocks_in_use, 0);
+    EXPECT_EQ(spec.stats.draft_num_blocks_in_use, 0);
+    if (c.draft_period == 3 && c.num_blocks == 512 && c.draft_blocks == 512) {
+      EXPECT_GT(s.num_accepted_tokens, s.num_draft_tokens / 2);  // the same rule: mostly right
+      EXPECT_LT(spec.steps, plain.steps);
+    }
+  }
+}
+
+// A draft identical to the target proposes exactly the target's greedy tokens: for greedy
+// requests every proposal is accepted, which holds only if the draft cache keeps accepted
+// tokens, drops rejected ones and catches up on the tokens the target sampled.
+TEST_F(EngineTest, IdenticalDraftModelIsAlwaysAccepted) {
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 32;  // long prompts catch up in several draft steps
+  sc.max_num_seqs = 4;
+  auto draft = std::make_unique<FakeBackend>(256, 4, sc);
+  Make(256, 4, sc, true, Draft(4), std::move(draft));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i)
+    streams.push_back(Submit(Greedy("g" + std::to_string(i), Prompt(20 + 17 * i, i), 30)));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  for (int i = 0; i < 4; ++i) {
+    const Collected c = Drain(*streams[i]);
+    EXPECT_EQ(c.tokens.at(0), FakeGreedy(Prompt(20 + 17 * i, i), 30)) << i;
+  }
+  const EngineStats st = engine_->stats();
+  EXPECT_GT(st.speculative.num_draft_tokens, 0);
+  EXPECT_EQ(st.speculative.num_accepted_tokens, st.speculative.num_draft_tokens);
+  EXPECT_EQ(st.draft_num_blocks_in_use, 0);
+  EXPECT_TRUE(draft_->rejected_steps.empty());
+}
+
+TEST(EngineConfigTest, DraftSpeculationNeedsADraftBackendWithTheSameVocabulary) {
+  auto tokenizer = testing::MakeByteTokenizer();
+  FakeBackend backend(64, 4, {});
+  EngineConfig ec;
+  ec.speculative = Draft(4);
+  auto e = Engine::Create(*tokenizer, backend, ec);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("speculative.draft_model"), std::string::npos);
+  FakeBackend draft(64, 4, {});
+  e = Engine::Create(*tokenizer, backend, ec, &draft);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  ec.speculative.draft_model.clear();
+  e = Engine::Create(*tokenizer, backend, ec, &draft);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("speculative.draft_model"), std::string::npos);
 }
 
 TEST(EngineConfigTest, SpeculationNeedsMultiTokenLogits) {

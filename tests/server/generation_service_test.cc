@@ -245,6 +245,20 @@ TEST(ModelDefaults, MaxTokensDefaultsToTheRestOfTheContext) {
   EXPECT_EQ(BuildRequest(ctx, req)->stopping.max_tokens, 100);
 }
 
+TEST(SpeculativeSwitch, RequestsSpeculateUnlessTheySayNo) {
+  auto model = MakeChatModel("");
+  ASSERT_NE(model->tokenizer, nullptr);
+  ServingContext ctx;
+  ctx.model = model.get();
+  v1::GenerateRequest req;
+  req.set_prompt("hi");
+  EXPECT_TRUE(BuildRequest(ctx, req)->speculative);
+  req.set_speculative(false);
+  EXPECT_FALSE(BuildRequest(ctx, req)->speculative);
+  req.set_speculative(true);
+  EXPECT_TRUE(BuildRequest(ctx, req)->speculative);
+}
+
 TEST(ParseSpecial, PromptsKeepTheTokenizersWayUnlessTheRequestSays) {
   auto model = MakeChatModel("");
   ASSERT_NE(model->tokenizer, nullptr);

@@ -48,7 +48,7 @@ TEST(ParseOpenAiRequest, CompletionFieldsAndDefaults) {
       "frequency_penalty": 0.3, "seed": 18446744073709551615, "n": 2, "logprobs": 3,
       "stop": "x", "stop_token_ids": [7], "ignore_eos": true, "stream": true,
       "stream_options": {"include_usage": true}, "user": "u", "request_id": "r1",
-      "return_tokens_as_token_ids": true})");
+      "return_tokens_as_token_ids": true, "speculative": false})");
   EXPECT_EQ(full.api.input, ApiInput::kPromptTokenIds);
   EXPECT_EQ(full.api.prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(full.api.max_tokens, 5);
@@ -64,6 +64,8 @@ TEST(ParseOpenAiRequest, CompletionFieldsAndDefaults) {
   EXPECT_EQ(full.api.stop, std::vector<std::string>{"x"});
   EXPECT_EQ(full.api.stop_token_ids, std::vector<int32_t>{7});
   EXPECT_TRUE(full.api.ignore_eos);
+  EXPECT_FALSE(full.api.speculative);
+  EXPECT_TRUE(r.api.speculative);  // default: as the server runs
   EXPECT_TRUE(full.stream);
   EXPECT_TRUE(full.include_usage);
   EXPECT_TRUE(full.tokens_as_ids);
