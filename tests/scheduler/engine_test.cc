@@ -692,6 +692,84 @@ TEST_F(EngineTest, IdenticalDraftModelIsAlwaysAccepted) {
   EXPECT_TRUE(draft_->rejected_steps.empty());
 }
 
+// KV accounting under randomized accept / reject (period-3 text and hash tokens), preemption
+// (tight pools), cancellation at random steps and failed steps, with n-gram and draft proposals:
+// every request finishes, greedy ones that ran to max_tokens give the tokens of a run without
+// speculation or chaos, and no block of the model's or the draft's cache stays in use.
+TEST_F(EngineTest, SpeculationLeaksNoBlocksUnderRandomAbortsAndPreemption) {
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = 48;
+    sc.max_num_seqs = 6;
+    std::vector<Request> requests;
+    for (int i = 0; i < 24; ++i) {
+      std::vector<int32_t> prompt = Prompt(1 + rng() % 6, 100 * seed + i);
+      for (uint32_t j = 0, n = rng() % 12; j < n; ++j) prompt.push_back(ByteToken("xyz"[j % 3]));
+      Request r = Greedy("q" + std::to_string(i), prompt, 1 + rng() % 30);
+      if (rng() % 3 == 0) r.sampling.temperature = 0.9f, r.sampling.seed = rng();
+      if (rng() % 6 == 0) r.sampling.n = 2, r.sampling.temperature = 1.0f;
+      requests.push_back(r);
+    }
+    auto submit_all = [&] {
+      std::vector<std::shared_ptr<RequestStream>> streams;
+      for (const Request& r : requests) streams.push_back(Submit(r));
+      return streams;
+    };
+    Make(512, 4, sc);
+    backend_->copy_period = 3;
+    std::vector<std::shared_ptr<RequestStream>> plain_streams = submit_all();
+    ASSERT_TRUE(engine_->RunUntilIdle().ok());
+    std::vector<Collected> plain;
+    for (auto& st : plain_streams) plain.push_back(Drain(*st));
+
+    const bool draft = seed % 2 == 0;
+    SpeculativeConfig spec = draft ? Draft(1 + seed % 5) : Ngram(1 + seed % 5);
+    std::unique_ptr<FakeBackend> draft_backend;
+    if (draft) {
+      draft_backend = std::make_unique<FakeBackend>(seed == 4 ? 16 : 256, 4, sc);
+      draft_backend->copy_period = 3;
+    }
+    Make(seed <= 2 ? 256 : 20, 4, sc, true, spec, std::move(draft_backend));
+    backend_->copy_period = 3;
+    std::vector<std::shared_ptr<RequestStream>> streams = submit_all();
+    std::set<std::string> aborted;
+    backend_->on_step = [&](int64_t step) {
+      if (rng() % 4 == 0) {
+        const std::string id = "q" + std::to_string(rng() % 24);
+        aborted.insert(id);
+        engine_->Abort(id);
+      }
+      if (step % 37 == 36) backend_->fail_next_step = true;
+    };
+    ASSERT_TRUE(engine_->RunUntilIdle().ok());
+    int compared = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Collected c = Drain(*streams[i]);
+      EXPECT_TRUE(c.finished) << i;
+      const bool clean = !aborted.contains(requests[i].request_id) && c.finish.count(0) &&
+                         c.finish.at(0) == FinishReason::kLength;
+      if (requests[i].sampling.temperature == 0.0f && clean) {
+        EXPECT_EQ(c.tokens.at(0), plain[i].tokens.at(0)) << i;
+        ++compared;
+      }
+    }
+    EXPECT_GT(compared, 0);
+    EXPECT_FALSE(aborted.empty());
+    const EngineStats st = engine_->stats();
+    if (seed > 2) {
+      EXPECT_GT(st.num_preemptions, 0);
+    }
+    EXPECT_EQ(st.num_blocks_in_use, 0);
+    EXPECT_EQ(st.draft_num_blocks_in_use, 0);
+    EXPECT_EQ(st.num_running + st.num_waiting, 0);
+    EXPECT_GT(st.speculative.num_accepted_tokens, 0);
+    EXPECT_LT(st.speculative.num_accepted_tokens, st.speculative.num_draft_tokens);
+    backend_->on_step = nullptr;
+  }
+}
+
 TEST(EngineConfigTest, DraftSpeculationNeedsADraftBackendWithTheSameVocabulary) {
   auto tokenizer = testing::MakeByteTokenizer();
   FakeBackend backend(64, 4, {});
