@@ -1,8 +1,8 @@
 // Microbenchmarks of kernels/cpu/matmul (y = W x) at TinyLlama-1.1B shapes: q/o 2048x2048,
 // gate/up 5632x2048, down 2048x5632, k/v 256x2048, output 32000x2048 ([rows][cols]), for batch
-// 1 (decode GEMV), 16 (batched decode), 32 / 64 / 128 (where the batch paths take over) and
-// 512 (prefill), per weight type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
+// 1 (decode GEMV), 2 and 5 (speculative verification of 1 and 4 proposals), 16 (batched decode), 32
+// / 64 / 128 (where the batch paths take over) and 512 (prefill), per weight type (F32, F16, BF16,
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
 //
 // Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
@@ -145,6 +145,8 @@ void RegisterAll(const MatMulOptions& options) {
                                std::to_string(s.rows) + "x" + std::to_string(s.cols);
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, type, s, options)
           ->Arg(1)
+          ->Arg(2)
+          ->Arg(5)
           ->Arg(16)
           ->Arg(32)
           ->Arg(64)

@@ -1,7 +1,8 @@
 // `pagoda bench`: (a) `limits` measures this machine's read bandwidth and peak compute with its
 // own loops; (b) `model` runs prefill + decode in-process and relates tok/s to those limits;
-// (c) `serve` drives a running server over gRPC and reports TTFT / inter-token latency / tok/s.
-// Progress goes to stderr; --json prints one JSON object on stdout.
+// (c) `verify` times a speculative verification step against a 1-token decode step
+// (tools/bench_verify.h); (d) `serve` drives a running server over gRPC and reports TTFT /
+// inter-token latency / tok/s. Progress goes to stderr; --json prints one JSON object on stdout.
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "model/model.h"
 #include "runtime/runtime.h"
 #include "tools/bench_serve.h"
+#include "tools/bench_verify.h"
 #include "tools/commands.h"
 #include "tools/kernels_flag.h"
 #include "tools/speculative_flag.h"
@@ -352,10 +354,11 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
 }  // namespace
 
 void RegisterBench(CLI::App& app, int* exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: limits | model | serve");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: limits | model | verify | serve");
   bench->require_subcommand(1);
   RegisterLimits(bench, exit_code);
   RegisterModel(bench, exit_code);
+  RegisterBenchVerify(bench, exit_code);
   RegisterBenchServe(bench, exit_code);
 }
 
