@@ -103,10 +103,22 @@ void PermuteForQ4K(int8_t* xq, int64_t cols) {
   }
 }
 
-// kQ8Vec: per group of 4 codes, -128 times their sum (ld codes -> ld / 4 start values).
-void LaneStarts(const int8_t* xq, int64_t ld, int32_t* xc) {
-  for (int64_t i = 0; i < ld / 4; ++i) {
-    xc[i] = -128 * (xq[4 * i] + xq[4 * i + 1] + xq[4 * i + 2] + xq[4 * i + 3]);
+// kQ8Vec: one token's kQ8 codes (ld a multiple of 64) with each block pair's 4-byte groups
+// interleaved, and the blocks' start values xc (matmul_kernels.h).
+void InterleavePairs(int8_t* xq, int64_t ld, int32_t* xc) {
+  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
+    int32_t sum = 0;
+    for (int64_t i = 0; i < kQ8Block; ++i) sum += xq[b * kQ8Block + i];
+    xc[b] = -16 * sum;
+  }
+  int8_t pair[64];
+  for (int64_t p = 0; p < ld / 64; ++p) {
+    int8_t* q = xq + 64 * p;
+    std::memcpy(pair, q, 64);
+    for (int64_t k = 0; k < 8; ++k) {
+      std::memcpy(q + 8 * k, pair + 4 * k, 4);
+      std::memcpy(q + 8 * k + 4, pair + 32 + 4 * k, 4);
+    }
   }
 }
 
@@ -184,10 +196,12 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
     p.xs.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
   } else if (IsQ8(format)) {
-    p.view.ld = (cols + 2 * kQ8Block - 1) / (2 * kQ8Block) * (2 * kQ8Block);
+    // kQ8Vec: whole groups of 4 blocks (its kernel's step); else whole block pairs.
+    const int64_t unit = (format == ActFormat::kQ8Vec ? 4 : 2) * kQ8Block;
+    p.view.ld = (cols + unit - 1) / unit * unit;
+    if (format == ActFormat::kQ8Vec) p.xc.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
-    if (format == ActFormat::kQ8Vec) p.xc.resize(static_cast<size_t>(n * p.view.ld / 4));
     if (format == ActFormat::kQ8Lanes) {
       const int64_t groups = (n + 15) / 16, nb = cols / kQ8Block;
       p.xp.resize(static_cast<size_t>(groups * nb * 512));
@@ -222,8 +236,9 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
         InterleaveX16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx);
       } else if (IsQ8(format)) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
-        if (format == ActFormat::kQ8Vec)
-          LaneStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / 4);
+        if (format == ActFormat::kQ8Vec) {
+          InterleavePairs(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
+        }
       } else {
         int8_t* xq = p.xq.data() + t * cols;
         QuantizeQ8K(xt, cols, xq, p.xd.data() + t * cols / 256, p.xs.data() + t * cols / 16,
@@ -296,8 +311,10 @@ int64_t ConvertedMinTokens(GgmlType type) {
 }
 
 // Q8_0 from this many tokens on, at kAvx512Vnni and above: the token-lane kernel (exact int8
-// products, 11 instructions per 512 of them).
-constexpr int64_t kQ8LanesMinTokens = 8;
+// products, 11 instructions per 512 of them, but a whole group of 16 tokens' work). Below it the
+// row kernel (RowQ8Vec, up to 8 tokens per pass): a medium-model step of 8 tokens took 52.3 ms
+// there against 62.3 ms for 9 by lanes (bench verify, read bandwidth 48.5 GB/s).
+constexpr int64_t kQ8LanesMinTokens = 9;
 
 // F16 with this many tokens and more follows MatMulOptions::f16. Below it the per-call tile
 // conversion costs more than the faster products gain (int16, gate_up 5632 x 2048 with

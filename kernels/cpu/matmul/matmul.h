@@ -14,7 +14,8 @@
 //   Q8_0: the activations are quantized per call to int8 blocks of 32 with an fp32 scale
 //     (d = amax / 127, round to nearest even) and dotted in int32 per block: AVX2 / AVX-512
 //     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with the weights biased to (w + 128)
-//     and a -128 sum(x) start value (one row at a time, 256-bit steps of one block). Error: at most
+//     and start values that remove the bias (one row at a time for up to 8 tokens, steps of 4
+//     blocks whose int32 lanes are summed per block before one convert + FMA). Error: at most
 //     sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
 //   Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: the Q8_0 activation blocks; the 4/5-bit codes (IQ4_NL: its
 //     signed levels) are unpacked in registers and dotted exactly in int32 per block (offsets
@@ -36,7 +37,7 @@
 //   (Q4_0 8, Q5_0 16, IQ4_NL at VNNI 128 after a +128 table) or the min is applied in fp32
 //   with the activation block sums (error: as above, plus fp32 rounding of that term). The
 //   same fp32 summation order for every batch size below 128 tokens.
-// Batches (matmul.cc MakePlan): Q8_0 with >= 8 tokens at kAvx512Vnni+ uses a token-lane kernel
+// Batches (matmul.cc MakePlan): Q8_0 with >= 9 tokens at kAvx512Vnni+ uses a token-lane kernel
 // (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, the block-quantized types
 // above with >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
 // row tile once per call to 13-bit int16 codes with one scale per 32 columns, quantize the

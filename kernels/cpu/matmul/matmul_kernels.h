@@ -7,9 +7,12 @@
 //   kQ8:   xq int8 [n][ld], blocks of 32     (ld = cols rounded up to 64: an even block count,
 //          xd fp32 [n][ld / 32] block scales   zero padded, scale 0 in the padding)
 //          x[t][c] ~= xd[t][c / 32] * xq[t][c]
-//   kQ8Vec: kQ8, plus
-//          xc int32 [n][ld / 32][8]          -128 * (sum of codes 4k..4k+3 of the block), the
-//                                            start value that removes a +128 weight bias
+//   kQ8Vec: kQ8 with ld a multiple of 128 and each block pair's 4-byte groups interleaved: pair
+//          p (blocks 2p, 2p + 1) is 64 bytes [8 k][2 blocks][4]  codes 4k..4k+3 of block 2p,
+//          then of block 2p + 1 (xd unchanged: natural order), and
+//          xc int32 [n][ld / 32]              -16 * the sum of the block's codes: the start
+//                                             value of each of its 8 int32 lanes that removes a
+//                                             +128 weight bias (8 * 16 = 128)
 //   kQ8K:  xq int8 [n][ld]                   (ld = cols, a multiple of 256: the K-quant rows)
 //          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
 //          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)

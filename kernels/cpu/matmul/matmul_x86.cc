@@ -311,32 +311,70 @@ PAGODA_MM_AVX512 void BlockQ8Sign512(const uint8_t* w, int64_t ws, int64_t nr, c
   });
 }
 
-// VNNI, one weight row at a time (GEMV and batches below the token-lane kernel's): 256-bit
-// steps of one block, the weights biased to unsigned (w ^ 0x80 = w + 128) and the bias removed
-// exactly by the activations' start value (kQ8Vec xc = -128 * sum of each lane's 4 codes):
-// per block a load + xor, vpdpbusd, a broadcast + convert of the fp16 scale and 3 fp ops, with
-// nothing recomputed per row from the activations. The row (a few KiB) stays in L1 across the
-// tokens, so the weights stream from memory once.
-// One block b of the row into acc[t] for T tokens.
-template <int T>
-PAGODA_MM_VNNI inline void StepQ8Vec(const uint8_t* w, const Activations& a, int64_t t0,
-                                     int64_t nbx, int64_t b, __m256 (&acc)[T]) {
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+// VNNI, one weight row at a time (GEMV and batches below the token-lane kernel's): steps of 4
+// blocks. Each block pair's codes are loaded into one zmm and their 4-byte groups interleaved
+// (vpermd) to match the kQ8Vec activations, so int32 lane 2k + i holds block b + i, and biased
+// to unsigned (w ^ 0x80 = w + 128). Per token and pair a vpdpbusd from the start values (an
+// 8-byte broadcast of xc: -16 * the block's code sum per lane, which removes the bias exactly
+// once the block's 8 lanes are summed); the two pairs' lanes are then summed in int32 (64-bit
+// unpack lo + hi: lane 4c + i of the result holds block b + i), so one convert and one FMA with
+// the scales [d_i * xd_i] (the 4 weight scales widened once, the token's 4 activation scales
+// broadcast per 128-bit lane) serve 4 blocks: per 128 products and token 5 loads, 2 vpdpbusd,
+// 2 unpacks, an add, a multiply, a convert and an FMA. The activations
+// stay in L1 for up to 7 tokens of a 2048-column row. Two accumulator chains (alternate steps);
+// the last step pads with zero blocks (the activations' padding: codes 0, scale 0). The weight
+// stream is prefetched kQ8PrefetchAhead bytes ahead (without it the loads stalled on memory). The
+// same arithmetic and order for every token count: a token's result does not depend on its batch.
+constexpr int64_t kQ8PrefetchAhead = 2048;
+alignas(64) constexpr int32_t kPairLanes[16] = {0, 8,  1, 9,  2, 10, 3, 11,
+                                                4, 12, 5, 13, 6, 14, 7, 15};
+
+// Codes of blocks b, b + 1 (kValid of them; the rest zero) biased to unsigned (w ^ 0x80 =
+// w + 128; a zero block's bias meets zero activations).
+template <int kValid>
+PAGODA_MM_VNNI inline __m512i PairCodes(const uint8_t* blk) {
+  const __m256i lo = kValid >= 1 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2))
+                                 : _mm256_setzero_si256();
+  const __m256i hi = kValid >= 2 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 36))
+                                 : _mm256_setzero_si256();
+  const __m512i wp = _mm512_permutexvar_epi32(
+      _mm512_load_si512(kPairLanes), _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+  return _mm512_xor_si512(wp, _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
+// The start values of a block pair's 16 lanes (alternating blocks b, b + 1): one 8-byte
+// broadcast of xc.
+PAGODA_MM_VNNI inline __m512i PairStarts(const int32_t* xc) {
+  int64_t v;
+  std::memcpy(&v, xc, 8);
+  return _mm512_set1_epi64(v);
+}
+
+// Blocks b .. b + 3 of the row (kValid of them, the rest zero) into acc[t] for T tokens.
+template <int T, int kValid>
+PAGODA_MM_VNNI inline void QuadQ8Vec(const uint8_t* w, const Activations& a, int64_t t0,
+                                     int64_t nbx, int64_t b, __m512 (&acc)[T]) {
   const uint8_t* blk = w + b * kQ8Bytes;
-  const __m256i wu =
-      _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), bias);
-  uint16_t h;
-  std::memcpy(&h, blk, 2);
-  const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(h)));
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kQ8PrefetchAhead, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kQ8PrefetchAhead + 64, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kQ8PrefetchAhead + 128, _MM_HINT_T0);
+  const __m512i u0 = PairCodes<kValid>(blk);
+  const __m512i u1 = PairCodes<kValid - 2>(blk + 2 * kQ8Bytes);
+  uint16_t h[4] = {0, 0, 0, 0};
+  PAGODA_UNROLL for (int i = 0; i < kValid; ++i) std::memcpy(&h[i], blk + i * kQ8Bytes, 2);
+  uint64_t h4;
+  std::memcpy(&h4, h, 8);
+  const __m512 dw = _mm512_cvtph_ps(_mm256_set1_epi64x(static_cast<int64_t>(h4)));
   PAGODA_UNROLL for (int t = 0; t < T; ++t) {
     const int64_t tok = t0 + t;
-    const __m256i start =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xc + (tok * nbx + b) * 8));
-    const __m256i xv =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + tok * a.ld + b * 32));
-    const __m256i dot = _mm256_dpbusd_epi32(start, wu, xv);
-    const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[tok * nbx + b]));
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), s, acc[t]);
+    const int8_t* xq = a.xq + tok * a.ld + b * 32;
+    const int32_t* xc = a.xc + tok * nbx + b;
+    const __m512i d0 = _mm512_dpbusd_epi32(PairStarts(xc), u0, _mm512_loadu_si512(xq));
+    const __m512i d1 = _mm512_dpbusd_epi32(PairStarts(xc + 2), u1, _mm512_loadu_si512(xq + 64));
+    const __m512i sum =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(d0, d1), _mm512_unpackhi_epi64(d0, d1));
+    const __m512 xd = _mm512_broadcast_f32x4(_mm_loadu_ps(a.xd + tok * nbx + b));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, xd), acc[t]);
   }
 }
 
@@ -344,22 +382,37 @@ template <int T>
 PAGODA_MM_VNNI void RowQ8Vec(const uint8_t* w, const Activations& a, int64_t t0, float* y,
                              int64_t ldy) {
   const int64_t nb = a.cols / 32, nbx = a.ld / 32;
-  __m256 even[T], odd[T];  // two chains: even and odd blocks
-  PAGODA_UNROLL for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
+  __m512 even[T], odd[T];  // two chains: alternate steps
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm512_setzero_ps();
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    StepQ8Vec<T>(w, a, t0, nbx, b, even);
-    StepQ8Vec<T>(w, a, t0, nbx, b + 1, odd);
+  for (; b + 8 <= nb; b += 8) {
+    QuadQ8Vec<T, 4>(w, a, t0, nbx, b, even);
+    QuadQ8Vec<T, 4>(w, a, t0, nbx, b + 4, odd);
   }
-  if (b < nb) StepQ8Vec<T>(w, a, t0, nbx, b, even);
-  PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy] = Sum8(_mm256_add_ps(even[t], odd[t]));
+  if (b + 4 <= nb) QuadQ8Vec<T, 4>(w, a, t0, nbx, b, even), b += 4;
+  switch (nb - b) {
+    case 3:
+      QuadQ8Vec<T, 3>(w, a, t0, nbx, b, odd);
+      break;
+    case 2:
+      QuadQ8Vec<T, 2>(w, a, t0, nbx, b, odd);
+      break;
+    case 1:
+      QuadQ8Vec<T, 1>(w, a, t0, nbx, b, odd);
+      break;
+    default:
+      break;
+  }
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+    y[t * ldy] = _mm512_reduce_add_ps(_mm512_add_ps(even[t], odd[t]));
+  }
 }
 
 PAGODA_MM_VNNI void BlockQ8Vec(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                int64_t t0, int64_t nt, float* y, int64_t ldy) {
   for (int64_t r = 0; r < nr; ++r) {
-    for (int64_t t = 0; t < nt; t += 4) {
-      ForTile<1, 4>(1, std::min<int64_t>(4, nt - t), [&]<int R, int T>() {
+    for (int64_t t = 0; t < nt; t += 8) {
+      ForTile<1, 8>(1, std::min<int64_t>(8, nt - t), [&]<int R, int T>() {
         RowQ8Vec<T>(w + r * ws, a, t0 + t, y + t * ldy + r, ldy);
       });
     }

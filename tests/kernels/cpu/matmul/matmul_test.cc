@@ -255,7 +255,7 @@ class MatMulTest : public ::testing::TestWithParam<Param> {};
 
 // cols per type: the smallest legal, vector / block tails, and large.
 std::vector<int64_t> ColsFor(GgmlType type) {
-  if (Is32Quant(type)) return {32, 64, 96, 1056, 4096};
+  if (Is32Quant(type)) return {32, 64, 96, 160, 224, 1056, 4096};
   if (IsKQuant(type)) return {256, 512, 768, 2048, 4096};
   return {1, 7, 16, 33, 100, 1056, 4096};
 }
@@ -276,6 +276,28 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
         MatMul(m.view(), x.data(), n, y.data(), options);
         ExpectMatches(m, x, n, y, level);
         if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// At avx512vnni+, Q8_0 batches below the token-lane kernel's (up to 8 tokens: the speculative
+// verification sizes) give each token bit for bit what it gets alone.
+TEST(MatMulApiTest, Q8RowKernelDoesNotDependOnTheBatch) {
+  if (DetectSimdLevel() < SimdLevel::kAvx512Vnni) GTEST_SKIP() << "no AVX512-VNNI";
+  for (int64_t cols : {32, 96, 224, 2080}) {
+    const int64_t rows = 19;
+    const Matrix m = RandomMatrix(GgmlType::kQ8_0, rows, cols, 5);
+    const std::vector<float> x = RandomActivations(8, cols, 6);
+    for (int64_t n = 2; n <= 8; ++n) {
+      std::vector<float> y(static_cast<size_t>(n * rows));
+      MatMul(m.view(), x.data(), n, y.data());
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<float> alone(static_cast<size_t>(rows));
+        MatMul(m.view(), x.data() + t * cols, 1, alone.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(y[t * rows + r], alone[r]) << "cols " << cols << " n " << n << " t " << t;
+        }
       }
     }
   }
