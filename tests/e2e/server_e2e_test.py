@@ -277,6 +277,11 @@ class LongGenerationTest(unittest.TestCase):
         cls.model = os.path.join(cls.tmp, "tiny.gguf")
         subprocess.run([ARGS.pagoda, "make-model", "-q", "--preset", "tiny", "--context", "1024",
                         "-o", cls.model], check=True)
+        # The tiny model decodes ~4000 tokens/s: a generation that must still run a second later
+        # needs thousands of tokens, so a longer context.
+        cls.long_model = os.path.join(cls.tmp, "tiny-8k.gguf")
+        subprocess.run([ARGS.pagoda, "make-model", "-q", "--preset", "tiny", "--context", "8192",
+                        "-o", cls.long_model], check=True)
 
     def long_request(self, n=900):
         return pb.GenerateRequest(prompt="Once upon a time",
@@ -412,7 +417,7 @@ class LongGenerationTest(unittest.TestCase):
             server.stop()
 
     def test_sigterm_drains_and_exits_zero(self):
-        server = Server("server.shutdown_grace_seconds=30", model=self.model)
+        server = Server("server.shutdown_grace_seconds=30", model=self.long_model)
         results = {}
 
         def run(i, n):
@@ -421,7 +426,7 @@ class LongGenerationTest(unittest.TestCase):
             except grpc.RpcError as e:
                 results[i] = e.code()
 
-        threads = [threading.Thread(target=run, args=(i, 600)) for i in range(4)]
+        threads = [threading.Thread(target=run, args=(i, 3000)) for i in range(4)]
         for t in threads:
             t.start()
         time.sleep(0.3)
