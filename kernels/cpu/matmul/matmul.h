@@ -24,7 +24,7 @@
 //   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: the activations are quantized per call to int8 with
 //     one scale per 256 (and sums per 16); codes unpacked in registers, products weighted by the
 //     integer sub-block scales in int32 per super-block, mins / offsets subtracted in fp32 (at
-//     VNNI for 1-2 tokens, but Q6_K: times the activations' integer sums per 16, Q3_K's and
+//     VNNI for up to 8 tokens, but Q6_K: times the activations' integer sums per 16, Q3_K's and
 //     IQ4_XS's offsets in int32) (matmul_quant_x86.inc). Error: as Q8_0 with 256-element
 //     activation blocks.
 //   Other dequantizable types, and the quantized types at kPortable: each row tile is

@@ -281,22 +281,33 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
   }
 }
 
-// At avx512vnni+, Q8_0 batches below the token-lane kernel's (up to 8 tokens: the speculative
-// verification sizes) give each token bit for bit what it gets alone.
-TEST(MatMulApiTest, Q8RowKernelDoesNotDependOnTheBatch) {
+// At avx512vnni+, batches of up to 8 tokens (the speculative verification sizes) of Q8_0 (below
+// its token-lane kernel) and of the K-quants but Q6_K (RowK) give each token bit for bit what it
+// gets alone.
+TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
   if (DetectSimdLevel() < SimdLevel::kAvx512Vnni) GTEST_SKIP() << "no AVX512-VNNI";
-  for (int64_t cols : {32, 96, 224, 2080}) {
-    const int64_t rows = 19;
-    const Matrix m = RandomMatrix(GgmlType::kQ8_0, rows, cols, 5);
-    const std::vector<float> x = RandomActivations(8, cols, 6);
-    for (int64_t n = 2; n <= 8; ++n) {
-      std::vector<float> y(static_cast<size_t>(n * rows));
-      MatMul(m.view(), x.data(), n, y.data());
-      for (int64_t t = 0; t < n; ++t) {
-        std::vector<float> alone(static_cast<size_t>(rows));
-        MatMul(m.view(), x.data() + t * cols, 1, alone.data());
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(y[t * rows + r], alone[r]) << "cols " << cols << " n " << n << " t " << t;
+  struct Case {
+    GgmlType type;
+    std::vector<int64_t> cols;
+  };
+  const std::vector<int64_t> k_cols = {256, 768, 2304};
+  for (const Case& c : {Case{GgmlType::kQ8_0, {32, 96, 224, 2080}}, Case{GgmlType::kQ2_K, k_cols},
+                        Case{GgmlType::kQ3_K, k_cols}, Case{GgmlType::kQ4_K, k_cols},
+                        Case{GgmlType::kQ5_K, k_cols}, Case{GgmlType::kIQ4_XS, k_cols}}) {
+    for (int64_t cols : c.cols) {
+      const int64_t rows = 19;
+      const Matrix m = RandomMatrix(c.type, rows, cols, 5);
+      const std::vector<float> x = RandomActivations(8, cols, 6);
+      for (int64_t n = 2; n <= 8; ++n) {
+        std::vector<float> y(static_cast<size_t>(n * rows));
+        MatMul(m.view(), x.data(), n, y.data());
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<float> alone(static_cast<size_t>(rows));
+          MatMul(m.view(), x.data() + t * cols, 1, alone.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(y[t * rows + r], alone[r])
+                << TypeName(c.type) << " cols " << cols << " n " << n << " t " << t;
+          }
         }
       }
     }
