@@ -115,6 +115,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
   dims.max_tokens = limits.max_num_batched_tokens;
   dims.max_seqs = std::min(limits.max_num_seqs, limits.max_num_batched_tokens);
   dims.max_tokens_per_seq = kMaxDecodeTokensPerSeq;  // speculative verification: k + 1
+  dims.max_context = config.context_length;
   dims.hidden = config.n_embd;
   dims.n_heads = config.n_heads;
   dims.n_kv_heads = config.n_kv_heads;

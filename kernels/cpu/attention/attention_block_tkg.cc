@@ -42,7 +42,12 @@ class TkgRunner {
   static Status ValidateAttention(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws);
   static void Attention(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws);
   static Status Block(const TkgConfig& c, const TkgWeights& w, const TkgArgs& a, TkgWorkspace& ws);
-  static Status PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws);
+  // keys_in_cache: the new tokens' K/V are already in the cache (AttentionBlockTkg): each task
+  // scans cache positions only, split at fixed positions (batch-invariant); else the new keys
+  // come from a.k / a.v (PagedDecodeAttention) and splits follow the thread count.
+  static Status PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
+                          bool keys_in_cache = false);
+  static int64_t FixedSplitLen(const TkgWorkspaceDims& d, int64_t len);
   static void RunTask(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
                       const TkgWorkspace::Task& task, float scale);
   static void Combine(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws,
@@ -123,8 +128,21 @@ Status TkgRunner::ValidateAttention(const PagedDecodeAttentionArgs& a, const Tkg
   return Status::Ok();
 }
 
-// Splits each (sequence, kv head) context so there are about 4 tasks per thread.
-Status TkgRunner::PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws) {
+// The split length of keys_in_cache plans: fixed by the workspace (max_context), or, when that
+// is unknown, by the context itself beyond max_splits * kMinSplit keys; a multiple of kKeyTile.
+int64_t TkgRunner::FixedSplitLen(const TkgWorkspaceDims& d, int64_t len) {
+  const int64_t cap = d.max_context > 0 ? d.max_context : len;
+  const int64_t per_split = (cap + d.max_splits - 1) / d.max_splits;
+  const int64_t split = std::max<int64_t>(kMinSplit, per_split);
+  return (split + attn::kKeyTile - 1) / attn::kKeyTile * attn::kKeyTile;
+}
+
+// Splits each (sequence, kv head) context into tasks. keys_in_cache: at multiples of
+// FixedSplitLen from position 0, over [window start rounded down to a tile, ctx_len + q_len),
+// so every query's keys are scanned in the same tiles and splits whichever step it runs in;
+// else about 4 tasks per thread.
+Status TkgRunner::PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
+                            bool keys_in_cache) {
   ws.tasks_.clear();
   ws.groups_.clear();
   const int32_t n_kv = a.kv.n_kv_heads;
@@ -137,23 +155,38 @@ Status TkgRunner::PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws)
   for (size_t b = 0; b < a.seqs.size(); ++b) {
     const AttnSeq& s = a.seqs[b];
     if (s.q_len == 0) continue;
-    const int64_t lo = std::max<int64_t>(0, attn::WindowLow(s.ctx_len, a.sliding_window));
-    const int64_t len = std::max<int64_t>(0, s.ctx_len - lo);
-    int64_t splits =
-        std::clamp<int64_t>(std::min(desired, len / kMinSplit), 1, ws.dims_.max_splits);
-    int64_t split_len = (len + splits - 1) / splits;
-    split_len = std::max<int64_t>(
-        attn::kKeyTile, (split_len + attn::kKeyTile - 1) / attn::kKeyTile * attn::kKeyTile);
-    splits = std::max<int64_t>(1, (len + split_len - 1) / split_len);
+    const int64_t end = keys_in_cache ? s.ctx_len + s.q_len : s.ctx_len;
+    int64_t lo = std::max<int64_t>(0, attn::WindowLow(s.ctx_len, a.sliding_window));
+    int64_t split_len = 0, first = 0;
+    if (keys_in_cache) {
+      lo = lo / attn::kKeyTile * attn::kKeyTile;
+      split_len = FixedSplitLen(ws.dims_, end);
+      first = lo / split_len * split_len;
+    } else {
+      const int64_t len = std::max<int64_t>(0, end - lo);
+      const int64_t splits =
+          std::clamp<int64_t>(std::min(desired, len / kMinSplit), 1, ws.dims_.max_splits);
+      split_len =
+          std::max<int64_t>(attn::kKeyTile, ((len + splits - 1) / splits + attn::kKeyTile - 1) /
+                                                attn::kKeyTile * attn::kKeyTile);
+      first = lo;
+    }
+    const int64_t splits = std::max<int64_t>(1, (end - first + split_len - 1) / split_len);
+    if (splits > ws.dims_.max_splits) {
+      return ResourceExhausted("context of " + std::to_string(end) + " positions needs " +
+                               std::to_string(splits) + " splits; the workspace holds " +
+                               std::to_string(ws.dims_.max_splits));
+    }
     const int64_t rows = static_cast<int64_t>(g) * s.q_len;
     for (int32_t h = 0; h < n_kv; ++h) {
       ws.groups_.push_back({static_cast<int32_t>(b), h, static_cast<int32_t>(ws.tasks_.size()),
                             static_cast<int32_t>(splits)});
       for (int64_t sp = 0; sp < splits; ++sp) {
-        const int64_t begin = lo + sp * split_len;
+        const int64_t begin = std::max(lo, first + sp * split_len);
+        const bool last = sp == splits - 1;
         ws.tasks_.push_back({static_cast<int32_t>(b), h, begin,
-                             std::min<int64_t>(s.ctx_len, begin + split_len), sp == splits - 1,
-                             offset});
+                             std::min<int64_t>(end, first + (sp + 1) * split_len),
+                             last && !keys_in_cache, offset});
         offset += rows * (a.kv.head_dim + 2);
       }
     }
@@ -437,12 +470,18 @@ Status TkgRunner::Block(const TkgConfig& c, const TkgWeights& w, const TkgArgs& 
   const int64_t n = static_cast<int64_t>(a.x.size()) / c.hidden;
   const PagedDecodeAttentionArgs at = AttentionArgs(c, w, a, n, ws);
   PAGODA_RETURN_IF_ERROR(ValidateAttention(at, ws));
-  PAGODA_RETURN_IF_ERROR(PlanTasks(at, ws));
+  // Every token has a slot (the engine's steps): its K/V goes into the cache first and the
+  // attention reads all keys from there, in tiles and splits at fixed positions, so a token's
+  // result is the same in any step (alone, batched, or among its sequence's speculative tokens).
+  const bool keys_in_cache = std::all_of(a.slots.begin(), a.slots.begin() + n,
+                                         [&](int32_t s) { return s >= 0 && s < a.kv.num_slots(); });
+  PAGODA_RETURN_IF_ERROR(PlanTasks(at, ws, keys_in_cache));
   std::copy(a.x.begin(), a.x.end(), ws.xn_.begin());
   Project(c, w, n, ws);
   for (int64_t t = 0; t < n; ++t) TokenStages(c, w, a, t, ws);
+  if (keys_in_cache) WriteCache(a, n, ws);
   Attention(at, ws);
-  WriteCache(a, n, ws);
+  if (!keys_in_cache) WriteCache(a, n, ws);
   mm::MatMul(w.wo, ws.attn_.data(), n, a.out.data(), MatMulOptionsOf(ws.dims_));
   if (!w.bo.empty()) {
     for (int64_t t = 0; t < n; ++t) AddBias(a.out.data() + t * c.hidden, w.bo);

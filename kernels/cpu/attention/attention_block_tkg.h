@@ -99,6 +99,10 @@ struct TkgWorkspaceDims {
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t max_splits = 16;  // flash-decoding context splits per (sequence, kv head)
+  // The longest context a call may see (0: not known). AttentionBlockTkg splits a context at
+  // fixed positions -- multiples of max(256, max_context / max_splits) rounded up to 64 -- so a
+  // query's result does not depend on the batch or on how many tokens its sequence runs.
+  int64_t max_context = 0;
   int32_t max_threads = 0;  // 0: tbb::this_task_arena::max_concurrency() at creation
   // Highest SIMD level (simd_level.h) of the attention and of the block's matmuls; the CPU's
   // best by default. The backend passes its cap; tests lower it to run the AVX2 and portable

@@ -202,40 +202,15 @@ PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, in
   }
 }
 
-// One row x one token of 16-bit weights (the GEMV): four FMA chains, 64 columns per step. One
-// chain is bound by the FMA latency (16 columns per 4 cycles, about the DRAM rate per core) and
-// fell behind the read loop from DRAM. F32 keeps the single chain, so its GEMV result stays
-// equal to the batched tiles' (no test of ours relies on that for F16 / BF16).
-template <Wf F>
-PAGODA_MM_AVX512 float GemvFp512(const uint8_t* w, const float* x, int64_t cols) {
-  __m512 a0[1][1] = {{_mm512_setzero_ps()}}, a1[1][1] = {{_mm512_setzero_ps()}};
-  __m512 a2[1][1] = {{_mm512_setzero_ps()}}, a3[1][1] = {{_mm512_setzero_ps()}};
-  const int64_t c64 = cols / 64 * 64, c16 = cols / 16 * 16;
-  int64_t c = 0;
-  for (; c < c64; c += 64) {
-    StepFp512<F, 1, 1>(w, 0, x, cols, c, 0xffff, a0);
-    StepFp512<F, 1, 1>(w, 0, x, cols, c + 16, 0xffff, a1);
-    StepFp512<F, 1, 1>(w, 0, x, cols, c + 32, 0xffff, a2);
-    StepFp512<F, 1, 1>(w, 0, x, cols, c + 48, 0xffff, a3);
-  }
-  for (; c < c16; c += 16) StepFp512<F, 1, 1>(w, 0, x, cols, c, 0xffff, a0);
-  if (c16 < cols) {
-    StepFp512<F, 1, 1>(w, 0, x, cols, c16, static_cast<__mmask16>((1u << (cols - c16)) - 1), a1);
-  }
-  return _mm512_reduce_add_ps(
-      _mm512_add_ps(_mm512_add_ps(a0[0][0], a1[0][0]), _mm512_add_ps(a2[0][0], a3[0][0])));
-}
-
+// Every batch size, the GEMV too, runs the R x T tiles: one FMA chain per (row, token), so a
+// token's result does not depend on its batch (below the int16 / bf16 batch paths of
+// matmul.h). A GEMV tile of 4 rows keeps 4 chains in flight (one chain alone is bound by the FMA
+// latency: 16 columns per 4 cycles, about the DRAM rate per core).
 template <Wf F>
 PAGODA_MM_AVX512 void BlockFp512(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                  int64_t t0, int64_t nt, float* y, int64_t ldy) {
   ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
-    const float* x = a.x + (t0 + t) * a.cols;
-    if constexpr (R == 1 && T == 1 && F != Wf::kF32) {
-      y[t * ldy + r] = GemvFp512<F>(w + r * ws, x, a.cols);
-    } else {
-      TileFp512<F, R, T>(w + r * ws, ws, x, a.cols, y + t * ldy + r, ldy);
-    }
+    TileFp512<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy);
   });
 }
 

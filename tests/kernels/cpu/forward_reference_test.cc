@@ -78,11 +78,13 @@ std::vector<AidreamsCase> AidreamsCases() {
 // One sequence on a CpuBackend with an f32 KV cache (blocks of 16, a reversed block table).
 class BackendSequence {
  public:
-  BackendSequence(const Model& model, cpu::SimdLevel max_simd_level) : model_(model) {
+  BackendSequence(const Model& model, cpu::SimdLevel max_simd_level,
+                  KvDtype kv_dtype = KvDtype::kF32)
+      : model_(model) {
     KvCacheConfig kv;
     kv.block_size = kBlock;
     kv.num_blocks = model.config.context_length / kBlock + 1;
-    kv.dtype = KvDtype::kF32;
+    kv.dtype = kv_dtype;
     const StepLimits limits{model.config.context_length, 1};
     cpu::CpuBackendOptions o;
     o.max_simd_level = max_simd_level;
@@ -194,6 +196,40 @@ TEST(ForwardReference, Aidreams260KMultiTokenDecodeStepsMatchLlama2cAtEveryLevel
       }
       ASSERT_EQ(rows.size(), c.tokens.size());
       EXPECT_LE(MaxDiff(rows, c.logits), 1e-4) << c.tokens.size() << " tokens";
+    }
+  }
+}
+
+// Speculative verification is exact only if a token's logits in a k + 1-token decode step are
+// the ones its own 1-token step gives: bit for bit, per weight type, with the f16 KV cache the
+// quantized models get (and f32), over 40 positions in steps of 1..5 tokens.
+TEST(ForwardReference, MultiTokenDecodeStepsAreBitIdenticalToSingleTokenSteps) {
+  for (const char* file : {"llama-gqa-f32.gguf", "llama-gqa-f16.gguf", "llama-gqa-q8_0.gguf",
+                           "llama-gqa-q4_0.gguf", "llama-gqa-q4_k_m.gguf", "llama-gqa-q5_k_m.gguf",
+                           "llama-gqa-q6_k.gguf", "llama-gqa-iq4_xs.gguf"}) {
+    auto model = Load(std::string("models/synth-gqa/") + file);
+    ASSERT_TRUE(model);
+    const size_t vocab = static_cast<size_t>(model->config.vocab_size);
+    std::vector<int32_t> tokens;
+    for (int32_t i = 0; i < 41; ++i)
+      tokens.push_back(1 + (i * 37) % (model->config.vocab_size - 1));
+    for (KvDtype kv : {KvDtype::kF16, KvDtype::kF32}) {
+      SCOPED_TRACE(std::string(file) + (kv == KvDtype::kF16 ? " f16 KV" : " f32 KV"));
+      BackendSequence single(*model, cpu::kMaxSimdLevel, kv), multi(*model, cpu::kMaxSimdLevel, kv);
+      single.Step(std::span(tokens).first(1), 0, false);
+      multi.Step(std::span(tokens).first(1), 0, false);
+      for (size_t p = 1, len = 1; p < tokens.size(); p += len, len = len % 5 + 1) {
+        const size_t n = std::min(len, tokens.size() - p);
+        const std::vector<float> all =
+            multi.Step(std::span(tokens).subspan(p, n), static_cast<int32_t>(p), true,
+                       static_cast<int32_t>(n));
+        for (size_t i = 0; i < n; ++i) {
+          const std::vector<float> one =
+              single.Step(std::span(tokens).subspan(p + i, 1), static_cast<int32_t>(p + i), true);
+          ASSERT_TRUE(std::equal(one.begin(), one.end(), all.begin() + i * vocab))
+              << "position " << p + i << " in a step of " << n;
+        }
+      }
     }
   }
 }

@@ -291,12 +291,16 @@ TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
     std::vector<int64_t> cols;
   };
   const std::vector<int64_t> k_cols = {256, 768, 2304};
-  for (const Case& c : {Case{GgmlType::kQ8_0, {32, 96, 224, 2080}}, Case{GgmlType::kQ2_K, k_cols},
-                        Case{GgmlType::kQ3_K, k_cols}, Case{GgmlType::kQ4_K, k_cols},
-                        Case{GgmlType::kQ5_K, k_cols}, Case{GgmlType::kIQ4_XS, k_cols}}) {
+  for (const Case& c :
+       {Case{GgmlType::kQ8_0, {32, 96, 224, 2080}}, Case{GgmlType::kQ2_K, k_cols},
+        Case{GgmlType::kQ3_K, k_cols}, Case{GgmlType::kQ4_K, k_cols}, Case{GgmlType::kQ5_K, k_cols},
+        Case{GgmlType::kIQ4_XS, k_cols}, Case{GgmlType::kQ6_K, k_cols},
+        Case{GgmlType::kQ4_0, {32, 96, 2080}}, Case{GgmlType::kF16, {7, 100, 2080}},
+        Case{GgmlType::kBF16, {7, 100, 2080}}, Case{GgmlType::kF32, {7, 100, 2080}}}) {
     for (int64_t cols : c.cols) {
       const int64_t rows = 19;
-      const Matrix m = RandomMatrix(c.type, rows, cols, 5);
+      Matrix m = RandomMatrix(c.type, rows, cols, 5);
+      if (CanPackRows(c.type)) m.Pack();
       const std::vector<float> x = RandomActivations(8, cols, 6);
       for (int64_t n = 2; n <= 8; ++n) {
         std::vector<float> y(static_cast<size_t>(n * rows));
