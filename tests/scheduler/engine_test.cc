@@ -60,6 +60,45 @@ Request Greedy(const std::string& id, std::vector<int32_t> prompt, int32_t max_t
   return r;
 }
 
+SpeculativeConfig Ngram(int32_t k, int32_t batch_limit = 0) {
+  SpeculativeConfig c;
+  c.method = SpeculativeMethod::kNgram;
+  c.num_tokens = k;
+  c.ngram_min = 1;
+  c.ngram_max = 3;
+  c.disable_by_batch_size = batch_limit;
+  return c;
+}
+
+// A request mix that exercises what speculation must not change: greedy and seeded sampling,
+// n = 2, logprobs, stop strings and ids, max_tokens that cut through accepted proposals.
+std::vector<Request> SpeculationMix() {
+  std::vector<Request> mix;
+  for (int i = 0; i < 12; ++i) {
+    // Prompts with a period-3 pattern: with copy_period 3 the output repeats it, so proposals
+    // are found and mostly right (the hash tokens in between are not).
+    std::vector<int32_t> prompt = Prompt(2 + i % 4, 40 + i);
+    for (int j = 0; j < 3 + i; ++j) prompt.push_back(ByteToken("abc"[j % 3]));
+    Request r = Greedy("m" + std::to_string(i), prompt, 5 + 7 * (i % 5));
+    if (i % 3 == 1) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.seed = 7 + i;
+    }
+    if (i % 4 == 2) r.sampling.n = 2, r.sampling.seed = 3, r.sampling.temperature = 1.0f;
+    if (i % 5 == 3) r.sampling.logprobs = true, r.sampling.top_logprobs = 2;
+    if (i == 5) r.stopping.stop = {"cab"};
+    if (i == 7) r.stopping.stop_token_ids = {ByteToken('c')};
+    mix.push_back(r);
+  }
+  return mix;
+}
+
+struct MixResult {
+  std::vector<Collected> outputs;
+  int64_t steps = 0;
+  EngineStats stats;
+};
+
 class EngineTest : public ::testing::Test {
  protected:
   // `draft`: the draft model's backend of speculative.method draft (kept in draft_).
@@ -84,6 +123,24 @@ class EngineTest : public ::testing::Test {
     for (const Status& st : backend_->rejected_steps) ADD_FAILURE() << st.ToString();
     if (!draft_) return;
     for (const Status& st : draft_->rejected_steps) ADD_FAILURE() << "draft: " << st.ToString();
+  }
+  // Runs SpeculationMix() to the end on a pool of num_blocks blocks of 4 (a target with
+  // copy_period 3; `draft`: the draft model's backend).
+  MixResult RunMix(SpeculativeConfig spec, int32_t num_blocks,
+                   std::unique_ptr<FakeBackend> draft = nullptr) {
+    SchedulerConfig sc;
+    sc.max_num_batched_tokens = 64;
+    sc.max_num_seqs = 8;
+    Make(num_blocks, 4, sc, true, spec, std::move(draft));
+    backend_->copy_period = 3;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Request& r : SpeculationMix()) streams.push_back(Submit(r));
+    EXPECT_TRUE(engine_->RunUntilIdle().ok());
+    MixResult m;
+    for (auto& st : streams) m.outputs.push_back(Drain(*st));
+    m.steps = static_cast<int64_t>(backend_->steps.size());
+    m.stats = engine_->stats();
+    return m;
   }
   std::shared_ptr<RequestStream> Submit(Request r) {
     auto s = engine_->Submit(std::move(r));
@@ -485,61 +542,8 @@ TEST_F(EngineTest, StressRandomRequestsAndAborts) {
 
 // ---- speculative decoding (n-gram) ------------------------------------------------------
 
-SpeculativeConfig Ngram(int32_t k, int32_t batch_limit = 0) {
-  SpeculativeConfig c;
-  c.method = SpeculativeMethod::kNgram;
-  c.num_tokens = k;
-  c.ngram_min = 1;
-  c.ngram_max = 3;
-  c.disable_by_batch_size = batch_limit;
-  return c;
-}
-
-// A request mix that exercises what speculation must not change: greedy and seeded sampling,
-// n = 2, logprobs, stop strings and ids, max_tokens that cut through accepted proposals.
-std::vector<Request> SpeculationMix() {
-  std::vector<Request> mix;
-  for (int i = 0; i < 12; ++i) {
-    // Prompts with a period-3 pattern: with copy_period 3 the output repeats it, so proposals
-    // are found and mostly right (the hash tokens in between are not).
-    std::vector<int32_t> prompt = Prompt(2 + i % 4, 40 + i);
-    for (int j = 0; j < 3 + i; ++j) prompt.push_back(ByteToken("abc"[j % 3]));
-    Request r = Greedy("m" + std::to_string(i), prompt, 5 + 7 * (i % 5));
-    if (i % 3 == 1) {
-      r.sampling.temperature = 0.8f;
-      r.sampling.seed = 7 + i;
-    }
-    if (i % 4 == 2) r.sampling.n = 2, r.sampling.seed = 3, r.sampling.temperature = 1.0f;
-    if (i % 5 == 3) r.sampling.logprobs = true, r.sampling.top_logprobs = 2;
-    if (i == 5) r.stopping.stop = {"cab"};
-    if (i == 7) r.stopping.stop_token_ids = {ByteToken('c')};
-    mix.push_back(r);
-  }
-  return mix;
-}
-
-struct MixResult {
-  std::vector<Collected> outputs;
-  int64_t steps = 0;
-  EngineStats stats;
-};
-
 TEST_F(EngineTest, NgramSpeculationKeepsEveryOutputAndFreesEveryBlock) {
-  auto run = [&](SpeculativeConfig spec, int32_t num_blocks) {
-    SchedulerConfig sc;
-    sc.max_num_batched_tokens = 64;
-    sc.max_num_seqs = 8;
-    Make(num_blocks, 4, sc, true, spec);
-    backend_->copy_period = 3;
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : SpeculationMix()) streams.push_back(Submit(r));
-    EXPECT_TRUE(engine_->RunUntilIdle().ok());
-    MixResult m;
-    for (auto& s : streams) m.outputs.push_back(Drain(*s));
-    m.steps = static_cast<int64_t>(backend_->steps.size());
-    m.stats = engine_->stats();
-    return m;
-  };
+  auto run = [&](SpeculativeConfig spec, int32_t num_blocks) { return RunMix(spec, num_blocks); };
   const MixResult plain = run({}, 512);
   ASSERT_EQ(plain.stats.speculative.num_drafts, 0);
   // Roomy and tight KV pools (the tight one preempts with proposals in flight).
@@ -623,24 +627,15 @@ SpeculativeConfig Draft(int32_t k) {
 TEST_F(EngineTest, DraftSpeculationKeepsEveryOutputAndFreesEveryBlock) {
   auto run = [&](SpeculativeConfig spec, int32_t num_blocks, int32_t draft_blocks,
                  int32_t draft_period) {
-    SchedulerConfig sc;
-    sc.max_num_batched_tokens = 64;
-    sc.max_num_seqs = 8;
     std::unique_ptr<FakeBackend> draft;
     if (spec.method == SpeculativeMethod::kDraft) {
+      SchedulerConfig sc;
+      sc.max_num_batched_tokens = 64;
+      sc.max_num_seqs = 8;
       draft = std::make_unique<FakeBackend>(draft_blocks, 4, sc);
       draft->copy_period = draft_period;
     }
-    Make(num_blocks, 4, sc, true, spec, std::move(draft));
-    backend_->copy_period = 3;
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : SpeculationMix()) streams.push_back(Submit(r));
-    EXPECT_TRUE(engine_->RunUntilIdle().ok());
-    MixResult m;
-    for (auto& s : streams) m.outputs.push_back(Drain(*s));
-    m.steps = static_cast<int64_t>(backend_->steps.size());
-    m.stats = engine_->stats();
-    return m;
+    return RunMix(spec, num_blocks, std::move(draft));
   };
   const MixResult plain = run({}, 512, 0, 0);
   struct Case {
