@@ -247,7 +247,12 @@ Status Engine::RunStep(const SchedulerOutput& out) {
     return Internal("backend step failed: " + st.ToString());
   }
   CommitStep(out);
-  if (draft_) draft_->Propose(processor_.TakeDraftRequests());
+  if (draft_) {
+    // The draft model runs only for proposals the next step may verify.
+    std::vector<DraftRequest> requests = processor_.TakeDraftRequests();
+    if (!scheduler_.speculation_allowed()) requests.clear();
+    draft_->Propose(requests);
+  }
   return Status::Ok();
 }
 

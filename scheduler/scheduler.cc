@@ -94,12 +94,17 @@ bool Scheduler::AllocateOrPreempt(Sequence* seq, int32_t n, SchedulerOutput& out
   return true;
 }
 
-void Scheduler::ScheduleDecodes(SchedulerOutput& out, int32_t& budget) {
-  const std::vector<Sequence*> snapshot = running_;
-  const auto num_decoding = std::count_if(snapshot.begin(), snapshot.end(), [](const Sequence* s) {
+bool Scheduler::speculation_allowed() const {
+  if (speculative_batch_limit_ == 0) return true;
+  const auto num_decoding = std::count_if(running_.begin(), running_.end(), [](const Sequence* s) {
     return s->status == SeqStatus::kRunning && s->is_decoding();
   });
-  const bool speculate = speculative_batch_limit_ == 0 || num_decoding <= speculative_batch_limit_;
+  return num_decoding <= speculative_batch_limit_;
+}
+
+void Scheduler::ScheduleDecodes(SchedulerOutput& out, int32_t& budget) {
+  const std::vector<Sequence*> snapshot = running_;
+  const bool speculate = speculation_allowed();
   for (Sequence* seq : snapshot) {
     if (seq->status != SeqStatus::kRunning || !seq->is_decoding() || budget == 0) continue;
     // Speculative tokens only where budget and free blocks allow, never at another's expense.

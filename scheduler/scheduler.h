@@ -82,6 +82,9 @@ class Scheduler {
   // sequences decode (0: no limit; SpeculativeConfig::disable_by_batch_size).
   Scheduler(const SchedulerConfig& config, KvCacheManager& kv, int32_t speculative_batch_limit = 0)
       : config_(config), kv_(kv), speculative_batch_limit_(speculative_batch_limit) {}
+  // Whether the decodes of the next step may run speculative tokens: at most the speculative
+  // batch limit of running sequences are decoding (always, without a limit).
+  bool speculation_allowed() const;
 
   // Queues a new sequence (waiting). The Sequence is owned by the caller (the OutputProcessor)
   // and must stay alive until Finish().

@@ -765,6 +765,22 @@ TEST_F(EngineTest, SpeculationLeaksNoBlocksUnderRandomAbortsAndPreemption) {
   }
 }
 
+// Above speculative.disable_by_batch_size decoding sequences the draft model is not run at all
+// (its proposals could not be verified); alone, it is.
+TEST_F(EngineTest, DraftModelIsNotRunAboveTheBatchLimit) {
+  SpeculativeConfig spec = Draft(4);
+  spec.disable_by_batch_size = 2;
+  Make(256, 4, {}, true, spec, std::make_unique<FakeBackend>(256, 4, SchedulerConfig{}));
+  for (int i = 0; i < 3; ++i) Submit(Greedy("b" + std::to_string(i), Prompt(9, 7), 12));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_TRUE(draft_->steps.empty());
+  EXPECT_EQ(engine_->stats().speculative.num_drafts, 0);
+  Submit(Greedy("alone", Prompt(9, 7), 12));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_FALSE(draft_->steps.empty());
+  EXPECT_GT(engine_->stats().speculative.num_drafts, 0);
+}
+
 TEST(EngineConfigTest, DraftSpeculationNeedsADraftBackendWithTheSameVocabulary) {
   auto tokenizer = testing::MakeByteTokenizer();
   FakeBackend backend(64, 4, {});
