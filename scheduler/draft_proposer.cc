@@ -33,8 +33,8 @@ void DraftProposer::Release(int64_t seq_id) {
 }
 
 // Keeps the longest prefix of the sequence's draft KV that matches its tokens (at most all but
-// the last token, which must run to give logits) and queues the rest as `feed`; limits
-// num_tokens to the draft model's context. False: no proposals for this sequence now.
+// the last token, which must run to give logits): the rest is caught up on; limits num_tokens to
+// the draft model's context. False: no proposals for this sequence now.
 bool DraftProposer::Reconcile(Work& w) {
   const std::vector<int32_t>& tokens = w.seq->token_ids;
   const int64_t max_len = backend_.capabilities().max_model_len;
@@ -55,27 +55,28 @@ bool DraftProposer::Reconcile(Work& w) {
     }
     cached.resize(keep);
   }
-  w.feed.assign(tokens.begin() + static_cast<std::ptrdiff_t>(keep), tokens.end());
+  w.cached = &cached;  // unordered_map values stay put while others are added
   return true;
 }
 
-// Runs every work's feed as prefill chunks, as many sequences and tokens per step as the draft
-// backend's caps allow; the step that runs a feed's last token gives its first proposal.
+// Runs every work's tokens past its draft KV as prefill chunks, as many sequences and tokens per
+// step as the draft backend's caps allow; the step that runs its last token gives proposal 1.
 void DraftProposer::RunCatchUp(std::vector<Work>& works) {
   const BackendCapabilities& caps = backend_.capabilities();
   for (;;) {
     std::vector<size_t> members;
     std::vector<int32_t> lens;
-    std::vector<char> wants;  // 1: the chunk ends the feed (its last row gives a proposal)
+    std::vector<char> wants;  // 1: the chunk ends the catch-up (its last row gives a proposal)
     int32_t budget = caps.max_num_batched_tokens;
     for (size_t i = 0; i < works.size() && budget > 0; ++i) {
       Work& w = works[i];
-      if (w.failed || w.fed == w.feed.size()) continue;
+      if (w.failed || w.left_to_catch_up() == 0) continue;
       if (static_cast<int32_t>(members.size()) == caps.max_num_seqs) break;
-      const int32_t n = static_cast<int32_t>(std::min<size_t>(w.feed.size() - w.fed, budget));
+      const size_t left = w.left_to_catch_up();
+      const int32_t n = static_cast<int32_t>(std::min<size_t>(left, budget));
       members.push_back(i);
       lens.push_back(n);
-      wants.push_back(w.fed + n == w.feed.size());
+      wants.push_back(static_cast<size_t>(n) == left);
       budget -= n;
     }
     if (members.empty()) return;
@@ -116,7 +117,7 @@ void DraftProposer::RunStep(std::vector<Work>& works, std::span<const size_t> me
   for (size_t m = 0; m < members.size(); ++m) {
     Work& w = works[members[m]];
     const int64_t seq_id = w.seq->seq_id;
-    const int32_t* first = decode ? &w.proposals.back() : w.feed.data() + w.fed;
+    const int32_t* first = StepTokens(w, decode);
     const Status st = kv_.HasSequence(seq_id)
                           ? kv_.AllocateSlots(seq_id, lens[m])
                           : kv_.AllocatePrompt(seq_id, {first, size_t(lens[m])}, lens[m]).status();
@@ -142,8 +143,8 @@ void DraftProposer::RunStep(std::vector<Work>& works, std::span<const size_t> me
     Work& w = works[ran[m]];
     const int64_t seq_id = w.seq->seq_id;
     const int32_t start = static_cast<int32_t>(token_ids_.size());
-    const int32_t computed = static_cast<int32_t>(cached_[seq_id].size());
-    const int32_t* first = decode ? &w.proposals.back() : w.feed.data() + w.fed;
+    const int32_t computed = static_cast<int32_t>(w.cached->size());
+    const int32_t* first = StepTokens(w, decode);
     token_ids_.insert(token_ids_.end(), first, first + ran_lens[m]);
     slot_mapping_.resize(token_ids_.size());
     (void)kv_.GetSlotMapping(seq_id, computed,
@@ -165,14 +166,17 @@ void DraftProposer::RunStep(std::vector<Work>& works, std::span<const size_t> me
   for (size_t m = 0; m < ran.size(); ++m) {
     Work& w = works[ran[m]];
     const StepSequence& s = step_seqs_[m];
-    std::vector<int32_t>& cached = cached_[w.seq->seq_id];
-    cached.insert(cached.end(), token_ids_.begin() + s.query_start,
-                  token_ids_.begin() + s.query_start + s.query_len);
-    if (!decode) w.fed += static_cast<size_t>(s.query_len);
+    w.cached->insert(w.cached->end(), token_ids_.begin() + s.query_start,
+                     token_ids_.begin() + s.query_start + s.query_len);
     if (s.num_logits == 0) continue;
     const float* r = logits_.data() + row++ * vocab;
     w.proposals.push_back(static_cast<int32_t>(std::max_element(r, r + vocab) - r));
   }
+}
+
+// A step's tokens of w: its last proposal (decode), else the next ones it catches up on.
+const int32_t* DraftProposer::StepTokens(const Work& w, bool decode) {
+  return decode ? &w.proposals.back() : w.seq->token_ids.data() + w.cached->size();
 }
 
 // A draft-side failure: the sequence gets no proposals now; its draft KV is rebuilt later.

@@ -48,22 +48,25 @@ class DraftProposer {
  private:
   struct Work {
     Sequence* seq = nullptr;
-    int32_t num_tokens = 0;     // proposals wanted
-    std::vector<int32_t> feed;  // tokens still to run before the first proposal
-    size_t fed = 0;             // of feed, run so far
+    int32_t num_tokens = 0;  // proposals wanted
+    // cached_[seq->seq_id]: while catching up, its size is the position of the next token of
+    // seq->token_ids to run (caught up when it reaches token_ids.size()).
+    std::vector<int32_t>* cached = nullptr;
     std::vector<int32_t> proposals;
     bool failed = false;
+    size_t left_to_catch_up() const { return seq->token_ids.size() - cached->size(); }
   };
 
   bool Reconcile(Work& w);
   void RunCatchUp(std::vector<Work>& works);
   void RunDecodeRounds(std::vector<Work>& works);
   // Runs one draft step over works[members[m]] with lens[m] tokens each (decode: the last
-  // proposal; else the next feed tokens); appends the argmax of the sequence's last row to its
-  // proposals where wants_logits[m] != 0.
+  // proposal; else the next tokens to catch up on); appends the argmax of the sequence's last row
+  // to its proposals where wants_logits[m] != 0.
   void RunStep(std::vector<Work>& works, std::span<const size_t> members,
                std::span<const int32_t> lens, std::span<const char> wants_logits, bool decode);
   void Drop(Work& w);
+  static const int32_t* StepTokens(const Work& w, bool decode);
 
   Backend& backend_;
   KvCacheManager kv_;

@@ -281,22 +281,25 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
   }
 }
 
-// At avx512vnni+, batches of up to 8 tokens (the speculative verification sizes) of Q8_0 (below
-// its token-lane kernel) and of the K-quants but Q6_K (RowK) give each token bit for bit what it
-// gets alone.
+// Batches of up to 8 tokens (the speculative verification sizes) give each token bit for bit what
+// it gets alone: F32 / F16 / BF16 (the tiles) at every level, and at avx512vnni+ Q8_0 (below its
+// token-lane kernel), the K-quants (RowK; Q6_K's tiles) and the packed 32-blocks.
 TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
-  if (DetectSimdLevel() < SimdLevel::kAvx512Vnni) GTEST_SKIP() << "no AVX512-VNNI";
   struct Case {
     GgmlType type;
     std::vector<int64_t> cols;
+    bool vnni_only;  // the quantized types' row kernels are AVX512-VNNI's
   };
   const std::vector<int64_t> k_cols = {256, 768, 2304};
+  const bool vnni = DetectSimdLevel() >= SimdLevel::kAvx512Vnni;
   for (const Case& c :
-       {Case{GgmlType::kQ8_0, {32, 96, 224, 2080}}, Case{GgmlType::kQ2_K, k_cols},
-        Case{GgmlType::kQ3_K, k_cols}, Case{GgmlType::kQ4_K, k_cols}, Case{GgmlType::kQ5_K, k_cols},
-        Case{GgmlType::kIQ4_XS, k_cols}, Case{GgmlType::kQ6_K, k_cols},
-        Case{GgmlType::kQ4_0, {32, 96, 2080}}, Case{GgmlType::kF16, {7, 100, 2080}},
-        Case{GgmlType::kBF16, {7, 100, 2080}}, Case{GgmlType::kF32, {7, 100, 2080}}}) {
+       {Case{GgmlType::kQ8_0, {32, 96, 224, 2080}, true}, Case{GgmlType::kQ2_K, k_cols, true},
+        Case{GgmlType::kQ3_K, k_cols, true}, Case{GgmlType::kQ4_K, k_cols, true},
+        Case{GgmlType::kQ5_K, k_cols, true}, Case{GgmlType::kIQ4_XS, k_cols, true},
+        Case{GgmlType::kQ6_K, k_cols, true}, Case{GgmlType::kQ4_0, {32, 96, 2080}, true},
+        Case{GgmlType::kF16, {7, 100, 2080}, false}, Case{GgmlType::kBF16, {7, 100, 2080}, false},
+        Case{GgmlType::kF32, {7, 100, 2080}, false}}) {
+    if (c.vnni_only && !vnni) continue;
     for (int64_t cols : c.cols) {
       const int64_t rows = 19;
       Matrix m = RandomMatrix(c.type, rows, cols, 5);
