@@ -13,10 +13,13 @@ BUILD_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libpcre2-dev libcpp-httplib-dev
 )
-# Test clients (gRPC in Python, the OpenAI SDK in Node, jinja2 for template references),
+# Test clients (gRPC in Python, the OpenAI SDK in Node, jinja2 for template references), the
+# Neuron artifacts builder's tests (pytest, PyTorch; libtorch for the fake runtime's TorchScript
+# mode),
 # clang + libFuzzer for `make fuzz`, and what `make image-test` runs the image with.
 TEST_PACKAGES=(
   python3 python3-grpcio python3-protobuf python3-jinja2 python3-jsonschema
+  python3-pytest python3-yaml python3-numpy python3-torch libtorch-dev
   nodejs npm curl openssl clang libclang-rt-14-dev
   podman runc debootstrap
 )

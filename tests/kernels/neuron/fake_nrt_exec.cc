@@ -1,4 +1,5 @@
 // The fake libnrt's program side: nrt_load (fake NEFFs only), tensor info, nrt_execute.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,13 +39,46 @@ NRT_STATUS BuildCpu(nrt_model* m) {
   return 0;
 }
 
+// A cpu-reference program of tools/neuron_build: the TorchScript archive after the header.
+NRT_STATUS LoadTorchScriptModel(const std::string& name, const void* bytes, size_t size,
+                                nrt_model_t** out) {
+  auto m = std::make_unique<nrt_model>();
+  m->id = name.substr(std::strlen(fake_nrt::kTorchScriptPrefix));
+  const char* p = static_cast<const char*>(bytes);
+  if (NRT_STATUS s =
+          fake_nrt::LoadTorchScript(p + nn::kNeffHeaderSize, size - nn::kNeffHeaderSize, m.get());
+      s != 0) {
+    return s;
+  }
+  fake_nrt::CountProgramLoad(m->id);
+  *out = m.release();
+  fake_nrt::Count(fake_nrt::Event::kLoad);
+  return 0;
+}
+
 }  // namespace
+
+#ifndef FAKE_NRT_TORCHSCRIPT
+// Builds without libtorch (fake_nrt, fake_nrt_stub) refuse TorchScript programs.
+NRT_STATUS fake_nrt::LoadTorchScript(const char*, size_t, nrt_model*) {
+  std::fprintf(stderr,
+               "fake_nrt: a TorchScript program needs the libtorch build of the fake "
+               "(lib/fake_nrt_torch/libnrt.so.1)\n");
+  return nn::kNrtUnsupportedNeffVersion;
+}
+NRT_STATUS fake_nrt::ExecuteTorchScript(nrt_model*, const TensorSet&, const TensorSet&, int*) {
+  return nn::kNrtInvalid;
+}
+#endif
 
 extern "C" {
 
 NRT_STATUS nrt_load(const void* bytes, size_t size, int32_t, int32_t, nrt_model_t** out) {
   if (NRT_STATUS s = fake_nrt::ReadyAndInject("nrt_load"); s != 0) return s;
   auto header = nn::ParseNeffHeader(bytes, size, "neff");
+  if (header.ok() && header->name.starts_with(fake_nrt::kTorchScriptPrefix)) {
+    return LoadTorchScriptModel(header->name, bytes, size, out);
+  }
   if (!header.ok() || !header->name.starts_with("pagoda-fake:")) {
     std::fprintf(stderr, "fake_nrt: not a fake NEFF; the fake never runs real NEFFs\n");
     return nn::kNrtUnsupportedNeffVersion;
@@ -275,12 +309,15 @@ extern "C" NRT_STATUS FAKE_NRT_EXECUTE(nrt_model_t* m, const nrt_tensor_set_t* i
   const auto& out = *static_cast<const TensorSet*>(out_set);
   if (NRT_STATUS s = CheckBound(m, in, out); s != 0) return s;
   int real_rows = 0;
-  const NRT_STATUS st = RunDecoder(m, in, out, &real_rows);
+  const NRT_STATUS st = m->torch ? fake_nrt::ExecuteTorchScript(m, in, out, &real_rows)
+                                 : RunDecoder(m, in, out, &real_rows);
   fake_nrt::CountProgramExecute(m->id, st == 0 ? real_rows : 0);
   if (st == 0 && std::getenv("FAKE_NRT_NAN_OUTPUT") != nullptr) {
-    const std::string logits = m->desc.at("roles").at("logits");
-    auto& data = out.at(logits)->data;
-    std::fill_n(reinterpret_cast<float*>(data.data()), data.size() / 4, std::nanf(""));
+    for (const TensorSpec& s : m->io) {
+      if (s.usage != NRT_TENSOR_USAGE_OUTPUT) continue;
+      auto& data = out.at(s.name)->data;
+      std::fill_n(reinterpret_cast<float*>(data.data()), data.size() / 4, std::nanf(""));
+    }
   }
   return st;
 }

@@ -13,6 +13,10 @@
 #include "kernels/neuron/nrt_api.h"
 #include "model/model.h"
 
+namespace fake_nrt {
+struct TorchProgram;  // fake_nrt_torch.cc (the TorchScript mode)
+}  // namespace fake_nrt
+
 struct nrt_tensor {
   std::vector<std::byte> data;
   int vnc = 0;
@@ -25,6 +29,7 @@ struct nrt_model {
   std::vector<pagoda::neuron::TensorSpec> io;
   std::unique_ptr<pagoda::Model> model;
   std::unique_ptr<pagoda::cpu::CpuBackend> cpu;
+  std::shared_ptr<fake_nrt::TorchProgram> torch;  // TorchScript mode; null for CPU-model programs
   std::atomic<bool> busy{false};
 };
 
@@ -41,5 +46,13 @@ void Count(Event e);
 void CountProgramLoad(const std::string& id);
 void CountProgramExecute(const std::string& id, int real_rows);
 bool Strict();
+
+// TorchScript mode (fake_nrt_torch.cc; libnrt builds without libtorch refuse such programs):
+// loads the archive after a "pagoda-torchscript:" NEFF header into `m` (its io, desc and torch),
+// and executes it on the bound tensors. NRT_INVALID / NRT_EXEC_BAD_INPUT on failure.
+inline constexpr const char* kTorchScriptPrefix = "pagoda-torchscript:";
+NRT_STATUS LoadTorchScript(const char* archive, size_t size, nrt_model* m);
+NRT_STATUS ExecuteTorchScript(nrt_model* m, const TensorSet& in, const TensorSet& out,
+                              int* real_rows);
 
 }  // namespace fake_nrt
