@@ -227,6 +227,7 @@ void Engine::UpdateStats() {
   stats_.generation_tokens = processor_.num_generation_tokens();
   stats_.num_steps = steps_;
   stats_.speculative = processor_.speculative_stats();
+  stats_.structured_output = processor_.structured_output_stats();
   stats_.draft_num_blocks_in_use = draft_ ? draft_->num_blocks_in_use() : 0;
 }
 

@@ -68,6 +68,7 @@ struct EngineStats {
   int64_t num_steps = 0;
   SpeculativeStats speculative;         // as vLLM's spec_decode_* counters
   int32_t draft_num_blocks_in_use = 0;  // speculative.method draft: the draft model's KV blocks
+  StructuredOutputStats structured_output;
 };
 
 class Engine {

@@ -1,6 +1,7 @@
 #include "scheduler/output_processor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "scheduler/stop_checker.h"
 
@@ -14,6 +15,7 @@ struct OutputProcessor::SampleState {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamingDecoder> detok;
   std::unique_ptr<StopChecker> stop;
+  std::optional<grammar::GrammarMatcher> matcher;  // structured output (Request::grammar)
   FinishReason finish = FinishReason::kNone;
   int32_t max_drafts = 0;  // the next proposal's length limit (speculative.h's rule)
 };
@@ -29,7 +31,10 @@ struct OutputProcessor::RequestState {
 };
 
 OutputProcessor::OutputProcessor(const Tokenizer& tokenizer, OutputLimits limits, CoreHooks hooks)
-    : tokenizer_(tokenizer), limits_(std::move(limits)), hooks_(std::move(hooks)) {}
+    : tokenizer_(tokenizer),
+      limits_(std::move(limits)),
+      hooks_(std::move(hooks)),
+      structured_(tokenizer, limits_.eos_token_ids) {}
 
 OutputProcessor::~OutputProcessor() = default;
 
@@ -117,6 +122,7 @@ void OutputProcessor::ProposeDrafts(int64_t seq_id) {
     return;
   }
   s.seq.draft_token_ids = ProposeNgram(s.seq.token_ids, c.ngram_min, c.ngram_max, k);
+  if (s.matcher) structured_.PruneProposals(*s.matcher, &s.seq.draft_token_ids);
 }
 
 std::vector<DraftRequest> OutputProcessor::TakeDraftRequests() {
@@ -140,10 +146,31 @@ int32_t OutputProcessor::ProcessSampled(SampleState& s, std::span<const float> l
     s.sampler = std::make_unique<Sampler>(r.request.sampling, s.seq.sample_index,
                                           std::span<const int32_t>(r.request.prompt_token_ids));
     s.max_drafts = limits_.speculative.num_tokens;
+    if (r.request.grammar) s.matcher.emplace(r.request.grammar);
   }
-  const SampleResult sampled = s.sampler->Sample(logits);
+  SampleResult sampled;
+  if (!s.matcher) {
+    s.sampler->Sample(logits, &sampled);
+  } else if (!SampleConstrained(s, logits, &sampled)) {
+    return -1;  // the sample ended
+  }
   AppendToken(s, sampled);
   return sampled.token;
+}
+
+// Samples among the tokens the sample's grammar allows. Ends the sample with kError (and
+// returns false) when no token of the vocabulary can continue the output.
+bool OutputProcessor::SampleConstrained(SampleState& s, std::span<const float> logits,
+                                        SampleResult* sampled) {
+  const std::span<const uint64_t> allowed =
+      structured_.AllowedTokens(*s.matcher, s.request->request.stopping);
+  if (std::none_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w != 0; })) {
+    FinishSample(s, FinishReason::kError, {},
+                 "structured output: no token of the vocabulary can continue the output");
+    return false;
+  }
+  s.sampler->SampleAllowed(logits, allowed, sampled);
+  return true;
 }
 
 // Creates samples 1..n-1 of a request as forks of sample 0 right after its prompt: they share
@@ -211,6 +238,10 @@ void OutputProcessor::AppendToken(SampleState& s, const SampleResult& sampled) {
     if (stop.stopped()) {
       finish = FinishReason::kStop;
       stop_string_matched = true;
+    } else if (s.matcher && !structured_.Advance(*s.matcher, token)) {
+      finish = FinishReason::kError;  // the mask allowed a token the grammar refuses: a bug
+    } else if (s.matcher && s.matcher->IsTerminated()) {
+      finish = FinishReason::kStop;  // the grammar is complete: nothing may follow
     } else if (s.seq.num_output_tokens() >= req.stopping.max_tokens ||
                s.seq.num_tokens() >= limits_.max_model_len) {
       finish = FinishReason::kLength;
@@ -221,7 +252,9 @@ void OutputProcessor::AppendToken(SampleState& s, const SampleResult& sampled) {
     return;
   }
   if (!stop_string_matched) finish = ReleaseHeldText(s, finish, out.text);
-  FinishSample(s, finish, std::move(out));
+  FinishSample(
+      s, finish, std::move(out),
+      finish == FinishReason::kError ? "structured output: the grammar refused a token" : "");
 }
 
 // EOS (unless ignore_eos) or one of the request's stop_token_ids.

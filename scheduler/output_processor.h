@@ -2,8 +2,9 @@
 // for it -- sampling, incremental detokenization, stop strings / stop ids / EOS / max_tokens /
 // max_model_len, logprobs, the n > 1 forks after the prompt, finish reasons -- and the
 // RequestOutput messages pushed to each request's RequestStream (the request's last message also
-// goes to the finish observer). The step loop itself (inbox, Schedule, StepBatch, Backend,
-// KV commits, stats) is the Engine's (engine.h).
+// goes to the finish observer); structured output (Request::grammar) masks each sample's tokens
+// and ends it where its grammar is complete (structured_output.h). The step loop itself (inbox,
+// Schedule, StepBatch, Backend, KV commits, stats) is the Engine's (engine.h).
 //
 // Ownership: the processor owns the state of every live request (RequestState) and of each of
 // its samples (SampleState), and so each sample's Sequence. The Scheduler only points at those
@@ -32,6 +33,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/sequence.h"
 #include "scheduler/speculative.h"
+#include "scheduler/structured_output.h"
 
 namespace pagoda {
 
@@ -107,12 +109,14 @@ class OutputProcessor {
   int32_t num_live_requests() const { return static_cast<int32_t>(requests_.size()); }
   int64_t num_generation_tokens() const { return generation_tokens_; }  // appended, all requests
   const SpeculativeStats& speculative_stats() const { return spec_stats_; }
+  const StructuredOutputStats& structured_output_stats() const { return structured_.stats(); }
 
  private:
   struct SampleState;
   struct RequestState;
 
   int32_t ProcessSampled(SampleState& s, std::span<const float> logits);
+  bool SampleConstrained(SampleState& s, std::span<const float> logits, SampleResult* sampled);
   void ProposeDrafts(int64_t seq_id);
   void ForkSamples(RequestState& r, std::span<const float> logits);
   void AppendToken(SampleState& s, const SampleResult& sampled);
@@ -128,6 +132,7 @@ class OutputProcessor {
   const OutputLimits limits_;
   const CoreHooks hooks_;
   std::function<void(const RequestOutput&)> finish_observer_;
+  StructuredOutput structured_;
 
   std::map<std::string, std::unique_ptr<RequestState>> requests_;
   std::map<int64_t, SampleState*> samples_by_seq_;  // live samples only

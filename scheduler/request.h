@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "scheduler/grammar/grammar.h"
 #include "scheduler/sampler.h"
 
 namespace pagoda {
@@ -34,6 +36,9 @@ struct Request {
   StoppingCriteria stopping;
   int32_t priority = 0;     // lower value = scheduled first ("priority" policy)
   bool speculative = true;  // false: no speculative tokens for this request (the config's else)
+  // Structured output: every sample's text is a prefix of a sentence of this grammar, and ends
+  // (kStop) only where the grammar accepts. nullptr: unconstrained. Shared, immutable.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };

@@ -202,6 +202,22 @@ void Sampler::Sample(std::span<const float> logits, SampleResult* out) {
   assert(!logits.empty());
   row_.resize(logits.size());
   std::transform(logits.begin(), logits.end(), row_.begin(), Sanitized);
+  SampleRow(logits, out);
+}
+
+void Sampler::SampleAllowed(std::span<const float> logits, std::span<const uint64_t> allowed,
+                            SampleResult* out) {
+  assert(!logits.empty());
+  row_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const bool ok = i / 64 < allowed.size() && ((allowed[i / 64] >> (i % 64)) & 1u);
+    row_[i] = ok ? Sanitized(logits[i]) : kNegInf;
+  }
+  SampleRow(logits, out);
+}
+
+// The steps after the row_ copy: logit_bias, penalties, then greedy or a random draw.
+void Sampler::SampleRow(std::span<const float> logits, SampleResult* out) {
   ApplyLogitBias(row_);
   ApplyPenalties(row_);
   out->token = params_.temperature < kGreedyTemperature ? ArgMax(row_) : SampleRandom();

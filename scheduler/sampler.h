@@ -54,6 +54,11 @@ class Sampler {
   // Picks a token from `logits` (vocab-sized, non-empty). Does not call Observe().
   void Sample(std::span<const float> logits, SampleResult* out);
   SampleResult Sample(std::span<const float> logits);
+  // As Sample, among the tokens whose bit is set in `allowed` (bit i of word i / 64; ids past
+  // the words are not allowed): the others are dropped before every other step (structured
+  // output). At least one token of the row must be allowed. Logprobs stay the raw row's.
+  void SampleAllowed(std::span<const float> logits, std::span<const uint64_t> allowed,
+                     SampleResult* out);
 
   // The logit_bias step alone, in place (ids outside `logits` are skipped).
   void ApplyLogitBias(std::span<float> logits) const;
@@ -69,6 +74,7 @@ class Sampler {
   };
   using Candidate = std::pair<float, int32_t>;  // (logit, token id)
 
+  void SampleRow(std::span<const float> logits, SampleResult* out);
   float Penalized(float logit, const TokenStat& stat) const;
   int32_t SampleRandom();
   // Fills candidates_ with a superset of the tokens the filters keep; returns the softmax mass

@@ -217,6 +217,7 @@ Result<Request> BuildRequest(ServingContext& ctx, const ApiRequest& api) {
   r.stopping.include_stop_str_in_output = api.include_stop_str_in_output;
   r.priority = api.priority;
   r.speculative = api.speculative;
+  PAGODA_ASSIGN_OR_RETURN(r.grammar, ctx.grammar_cache.Compile(api.constraint));
   return r;
 }
 

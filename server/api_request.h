@@ -14,6 +14,7 @@
 //     already start with it;
 //   - text prompts: special tokens as the tokenizer finds them, or per parse_special;
 //   - sampling fields the request leaves unset take the model's generation_config.json values;
+//   - a structured-output constraint compiled (ctx.grammar_cache; errors name its field);
 //   - max_tokens in 1..server.max_tokens_limit (or the context length); when not given, the
 //     room left in the context after the prompt (capped the same way);
 // The engine's Submit checks the rest (vocabulary, context fit, sampling ranges, KV capacity).
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "scheduler/grammar/constraint.h"
 #include "scheduler/request.h"
 #include "server/serving_context.h"
 
@@ -68,7 +70,8 @@ struct ApiRequest {
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
   int32_t priority = 0;
-  bool speculative = true;  // false: no speculative tokens for this request
+  bool speculative = true;             // false: no speculative tokens for this request
+  grammar::ConstraintSpec constraint;  // structured output; kind kNone = unconstrained
 };
 
 inline constexpr size_t kMaxRequestIdBytes = 256;

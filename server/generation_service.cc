@@ -254,6 +254,38 @@ grpc::Status Admit(ServingContext& ctx, grpc::CallbackServerContext* call) {
   return ToGrpcStatus(pagoda::Admit(ctx, authorization));
 }
 
+// The request's structured-output constraint (the oneof), or kind kNone.
+void FillConstraint(const v1::GenerateRequest& req, grammar::ConstraintSpec* c) {
+  using grammar::ConstraintKind;
+  switch (req.constraint_case()) {
+    case v1::GenerateRequest::kJsonSchema:
+      *c = {ConstraintKind::kJsonSchema,
+            req.json_schema(),
+            {},
+            req.json_schema_strict(),
+            "json_schema"};
+      break;
+    case v1::GenerateRequest::kJsonObject:
+      if (req.json_object()) *c = {ConstraintKind::kJsonObject, "", {}, false, "json_object"};
+      break;
+    case v1::GenerateRequest::kRegex:
+      *c = {ConstraintKind::kRegex, req.regex(), {}, false, "regex"};
+      break;
+    case v1::GenerateRequest::kGrammar:
+      *c = {ConstraintKind::kGrammar, req.grammar(), {}, false, "grammar"};
+      break;
+    case v1::GenerateRequest::kChoice:
+      *c = {ConstraintKind::kChoice,
+            "",
+            {req.choice().choices().begin(), req.choice().choices().end()},
+            false,
+            "choice.choices"};
+      break;
+    default:
+      break;
+  }
+}
+
 ApiRequest ToApiRequest(const v1::GenerateRequest& req) {
   ApiRequest api;
   api.request_id = req.request_id();
@@ -295,6 +327,7 @@ ApiRequest ToApiRequest(const v1::GenerateRequest& req) {
   api.include_stop_str_in_output = st.include_stop_str_in_output();
   api.priority = req.priority();
   if (req.has_speculative()) api.speculative = req.speculative();
+  FillConstraint(req, &api.constraint);
   return api;
 }
 

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "server/openai_constraint.h"
+
 namespace pagoda {
 namespace {
 
@@ -137,17 +139,11 @@ Status ParseMessages(const json& j, ApiRequest* api) {
 
 // Fields of other features, answered 400 until they exist.
 Status RejectUnsupported(const json& j) {
-  for (const char* key : {"tools", "functions", "function_call", "suffix", "guided_json",
-                          "guided_regex", "guided_choice", "guided_grammar"}) {
+  for (const char* key : {"tools", "functions", "function_call", "suffix"}) {
     if (j.contains(key) && !j[key].is_null()) return NotSupported(key);
   }
   if (j.contains("tool_choice") && !j["tool_choice"].is_null() && j["tool_choice"] != "none") {
     return NotSupported("tool_choice");
-  }
-  if (const auto rf = j.find("response_format");
-      rf != j.end() && !rf->is_null() &&
-      (!rf->is_object() || !rf->contains("type") || rf->at("type") != "text")) {
-    return NotSupported("response_format");
   }
   return Status::Ok();
 }
@@ -268,6 +264,7 @@ Result<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view body) {
   PAGODA_RETURN_IF_ERROR(ParseSampling(j, endpoint, &api.sampling, &api.sampling_given));
   PAGODA_RETURN_IF_ERROR(ParseStopping(j, endpoint, &api));
   PAGODA_RETURN_IF_ERROR(ParseStreamOptions(j, &r));
+  PAGODA_RETURN_IF_ERROR(ParseOpenAiConstraint(j, &api.constraint));
   PAGODA_RETURN_IF_ERROR(Get(j, "add_special_tokens", &api.add_special_tokens));
   PAGODA_RETURN_IF_ERROR(Get(j, "parse_special", &api.parse_special));
   PAGODA_RETURN_IF_ERROR(GetInto(j, "priority", &api.priority));

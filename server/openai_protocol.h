@@ -12,10 +12,11 @@
 // priority, request_id, return_tokens_as_token_ids, and for chat add_generation_prompt and
 // chat_template_kwargs; llama.cpp's parse_special (completions: whether control-token text in the
 // prompt is the control token); Pagoda's speculative (false: no speculative decoding for this
-// request; the output is the same either way). Messages may have the roles system, user, assistant
-// and tool; text parts of a content list are joined with "\n" (as vLLM does). Answered 400 "...:
-// not supported yet": tools / tool_choice / functions / tool_calls, response_format other than
-// text, guided decoding, echo with logprobs (prompt logprobs) or on chat, suffix, best_of > n,
+// request; the output is the same either way); structured output: response_format, vLLM's
+// guided_* fields and structured_outputs (server/openai_constraint.h). Messages may have the
+// roles system, user, assistant and tool; text parts of a content list are joined with "\n" (as
+// vLLM does). Answered 400 "...: not supported yet": tools / tool_choice / functions /
+// tool_calls, echo with logprobs (prompt logprobs) or on chat, suffix, best_of > n,
 // non-text message parts. Unknown fields are ignored (as OpenAI's SDKs may send new ones). Errors
 // are INVALID_ARGUMENT whose message starts with the offending field.
 #pragma once

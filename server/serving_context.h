@@ -16,6 +16,7 @@
 #include "model/chat/jinja.h"
 #include "model/model.h"
 #include "scheduler/engine.h"
+#include "scheduler/grammar/constraint.h"
 #include "server/metrics.h"
 
 namespace pagoda {
@@ -37,6 +38,8 @@ struct ServingContext {
   // The parsed chat template of `messages` requests, set once by LoadChatTemplate; an error
   // here (the model has none) is what every `messages` request answers.
   Result<jinja::Template> chat_template = InvalidArgument("messages: no chat template loaded");
+  // Compiled structured-output constraints, by constraint text (shared by every frontend).
+  grammar::GrammarCache grammar_cache;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> next_request_id{0};
 };

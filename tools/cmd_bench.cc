@@ -20,6 +20,7 @@
 #include "tools/bench_serve.h"
 #include "tools/bench_verify.h"
 #include "tools/commands.h"
+#include "tools/constraint_flag.h"
 #include "tools/kernels_flag.h"
 #include "tools/speculative_flag.h"
 
@@ -59,6 +60,8 @@ struct ModelBenchArgs {
   bool interleave_bandwidth = false;  // a read-loop pass after every decode step
   KernelFlags kernel_flags;
   SpeculativeFlags speculative_flags;
+  ConstraintFlags constraint_flags;                 // structured output for every request
+  std::shared_ptr<const grammar::Grammar> grammar;  // ... compiled from them
 };
 
 // What a token's forward reads and computes through the weight matrices (the LM head and every
@@ -133,6 +136,7 @@ Result<Phases> RunPhases(Engine& engine, const ModelBenchArgs& a, int32_t vocab,
     r.sampling.temperature = 0;
     r.stopping.max_tokens = a.gen_len;
     r.stopping.ignore_eos = true;
+    r.grammar = a.grammar;
     PAGODA_ASSIGN_OR_RETURN(auto s, engine.Submit(std::move(r)));
     s->SetListener([started, num_started, i] {  // on this thread, inside Step()
       if (!(*started)[i]) (*started)[i] = 1, ++*num_started;
@@ -180,7 +184,10 @@ Status WarmUp(Engine& engine, int32_t vocab_size, bool quiet) {
   return Status::Ok();
 }
 
-Status RunModelBench(const ModelBenchArgs& a, json* out) {
+Status RunModelBench(ModelBenchArgs a, json* out) {
+  PAGODA_ASSIGN_OR_RETURN(const grammar::ConstraintSpec constraint,
+                          FlagsConstraint(a.constraint_flags));
+  PAGODA_ASSIGN_OR_RETURN(a.grammar, grammar::CompileConstraint(constraint));
   PAGODA_ASSIGN_OR_RETURN(auto model, LoadModel(a.model));  // first: a bad path fails fast
   const cpu::ReadBuffer reads(kReadBufferBytes);  // also the readings after / between decodes
   const json limits = MeasureLimits(reads, a.quiet);
@@ -248,6 +255,16 @@ Status RunModelBench(const ModelBenchArgs& a, json* out) {
       {"num_drafts", spec.num_drafts},
       {"num_draft_tokens", spec.num_draft_tokens},
       {"num_accepted_tokens", spec.num_accepted_tokens}};
+  const StructuredOutputStats so = rt.engine->stats().structured_output;
+  (*out)["structured_output"] = {
+      {"constraint", grammar::ConstraintKindName(constraint.kind)},
+      {"num_masks", so.num_masks},
+      {"mask_cache_hits", so.mask_cache_hits},
+      {"mask_seconds", so.mask_seconds},
+      {"trie_seconds", so.trie_seconds},
+      {"mask_ms_per_token", so.num_masks ? 1e3 * so.mask_seconds / so.num_masks : 0.0},
+      // Masks are computed inside the timed steps: their share of the decode phase.
+      {"mask_fraction_of_decode", so.mask_seconds / std::max(decode_s + prefill_s, 1e-9)}};
   (*out)["read_bandwidth_gbps_after_decode"] = gbps_after;
   (*out)["decode_fraction_of_bandwidth_after"] = step_bytes * steps_per_s / 1e9 / gbps_after;
   if (a.interleave_bandwidth) {
@@ -330,6 +347,7 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
   cmd->add_flag("--json", a->json, "Print JSON");
   AddKernelFlags(cmd, &a->kernel_flags);
   AddSpeculativeFlags(cmd, &a->speculative_flags);
+  AddConstraintFlags(cmd, &a->constraint_flags);
   cmd->callback([a, exit_code] {
     a->quiet = a->json;
     Status st = ApplyKernelFlags(a->kernel_flags, &a->runtime.cpu);

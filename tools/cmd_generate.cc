@@ -12,6 +12,7 @@
 #include "runtime/runtime.h"
 #include "server/api_request.h"
 #include "tools/commands.h"
+#include "tools/constraint_flag.h"
 #include "tools/grpc_client.h"
 #include "tools/kernels_flag.h"
 #include "tools/speculative_flag.h"
@@ -33,6 +34,7 @@ struct GenerateArgs {
   std::string server;             // non-empty: send to a running `pagoda serve`
   KernelFlags kernel_flags;       // --kernels, --f16-matmul
   SpeculativeFlags speculative_flags;
+  ConstraintFlags constraint_flags;  // structured output, every request
   ClientOptions client;
 };
 
@@ -163,6 +165,10 @@ json ResultJson(const Result1& r) {
 
 Status Run(const GenerateArgs& args, const Model& model) {
   PAGODA_ASSIGN_OR_RETURN(auto requests, LoadRequests(args, model));
+  PAGODA_ASSIGN_OR_RETURN(const grammar::ConstraintSpec constraint,
+                          FlagsConstraint(args.constraint_flags));
+  PAGODA_ASSIGN_OR_RETURN(auto grammar, grammar::CompileConstraint(constraint));
+  for (Request& r : requests) r.grammar = grammar;
   RuntimeConfig rc = args.runtime;
   PAGODA_ASSIGN_OR_RETURN(rc.kv_cache.dtype, ParseKvDtypeOption(args.kv_dtype));
   rc.engine.max_waiting_requests =
@@ -205,13 +211,18 @@ Status Run(const GenerateArgs& args, const Model& model) {
                       {"prefix_cache_hits", st.prefix_cache_hits},
                       {"spec_decode_num_drafts", st.speculative.num_drafts},
                       {"spec_decode_num_draft_tokens", st.speculative.num_draft_tokens},
-                      {"spec_decode_num_accepted_tokens", st.speculative.num_accepted_tokens}};
+                      {"spec_decode_num_accepted_tokens", st.speculative.num_accepted_tokens},
+                      {"structured_output_num_masks", st.structured_output.num_masks},
+                      {"structured_output_mask_seconds", st.structured_output.mask_seconds}};
   std::fprintf(stderr, "[pagoda] engine_stats %s\n", stats.dump().c_str());
   return Status::Ok();
 }
 
-v1::GenerateRequest RemoteRequest(const GenerateArgs& args) {
+Result<v1::GenerateRequest> RemoteRequest(const GenerateArgs& args) {
   v1::GenerateRequest req;
+  PAGODA_ASSIGN_OR_RETURN(const grammar::ConstraintSpec constraint,
+                          FlagsConstraint(args.constraint_flags));
+  SetRequestConstraint(constraint, &req);
   req.set_prompt(args.prompt);
   const SamplingParams& s = args.defaults.sampling;
   v1::SamplingParams* sp = req.mutable_sampling();
@@ -231,12 +242,17 @@ v1::GenerateRequest RemoteRequest(const GenerateArgs& args) {
 
 // Streams one prompt through a running server's Generate RPC.
 int RunRemote(const GenerateArgs& args) {
+  Result<v1::GenerateRequest> request = RemoteRequest(args);
+  if (!request.ok()) {
+    std::fprintf(stderr, "error: %s\n", request.status().message().c_str());
+    return 2;
+  }
   ClientOptions o = args.client;
   o.server = args.server;
   auto stub = v1::Generation::NewStub(MakeChannel(o));
   grpc::ClientContext ctx;
   PrepareContext(o, &ctx);
-  auto reader = stub->Generate(&ctx, RemoteRequest(args));
+  auto reader = stub->Generate(&ctx, *request);
   v1::GenerateResponse resp;
   json j = {{"token_ids", json::array()}, {"text", ""}};
   if (!args.json) std::cout << args.prompt << std::flush;
@@ -353,6 +369,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   AddEngineFlags(cmd, *args);
   AddKernelFlags(cmd, &args->kernel_flags);
   AddSpeculativeFlags(cmd, &args->speculative_flags);
+  AddConstraintFlags(cmd, &args->constraint_flags);
   cmd->callback([=] {
     args->given = {temperature->count() > 0, top_p->count() > 0, top_k->count() > 0,
                    repetition_penalty->count() > 0};

@@ -301,8 +301,9 @@ class AidreamsHttpTest(unittest.TestCase):
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                                       "tools": [{"type": "function"}]}, 400, "tools"),
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
-                                      "response_format": {"type": "json_object"}},
-             400, "response_format"),
+                                      "response_format": {"type": "json_schema"}},
+             400, "response_format.json_schema"),
+            ("/v1/completions", {"prompt": "x", "guided_regex": "(a"}, 400, "guided_regex"),
             ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
                 {"type": "image_url", "image_url": {"url": "x"}}]}]}, 400, None),
         ]
@@ -315,12 +316,9 @@ class AidreamsHttpTest(unittest.TestCase):
             self.assertIn(err["type"], ("invalid_request_error", "not_found_error"))
             if param:
                 self.assertTrue(err["message"].startswith(param), err)
-        for unsupported in ("tools", "response_format"):
-            _, resp = self.server.json("/v1/chat/completions", {
-                "messages": [{"role": "user", "content": "x"}],
-                unsupported: [{"type": "function"}] if unsupported == "tools"
-                else {"type": "json_schema"}})
-            self.assertEqual(resp["error"]["message"], f"{unsupported}: not supported yet")
+        _, resp = self.server.json("/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})
+        self.assertEqual(resp["error"]["message"], "tools: not supported yet")
         status, text = self.server.curl("/v1/completions", raw="")  # no body
         self.assertEqual(status, 400, text)
         status, text = self.server.curl("/v1/completions", raw="{not json")

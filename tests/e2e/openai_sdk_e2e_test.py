@@ -57,17 +57,41 @@ def on_server(text, server, pagoda):
     return text.replace("build/bin/pagoda", pagoda)
 
 
+def structured_example_failures(stdout):
+    """The README's structured-output example prints two completion bodies: a JSON-schema
+    one (an object with a short string name and an integer age in 0..120) and a choice."""
+    bodies, pos, decoder = [], 0, json.JSONDecoder()
+    while pos < len(stdout.strip()):
+        body, pos = decoder.raw_decode(stdout, pos)
+        bodies.append(body)
+        while pos < len(stdout) and stdout[pos].isspace():
+            pos += 1
+    if len(bodies) != 2:
+        return [f"structured-output example: expected 2 bodies, got {stdout[-2000:]}"]
+    failures = []
+    first = bodies[0]["choices"][0]
+    if first["finish_reason"] == "stop":
+        value = json.loads(first["text"])
+        if (set(value) != {"name", "age"} or not isinstance(value["age"], int)
+                or not 0 <= value["age"] <= 120 or len(value["name"]) > 8):
+            failures.append(f"structured-output example: {first['text']!r} breaks its schema")
+    if bodies[1]["choices"][0]["text"] not in ("yes", "no"):
+        failures.append(f"structured-output example: choice gave {bodies[1]['choices'][0]}")
+    return failures
+
+
 def run_readme_examples(args, server, node_dir):
     """Runs the README's client examples against `server`; returns the failures."""
     failures = []
     env = {k: v for k, v in os.environ.items() if k != "PAGODA_API_KEY"}
-    # The quick start and the completions examples (the chat one needs a chat template, which
-    # the demo model lacks; the SDK tests cover chat).
+    # The quick start, the completions and the structured-output examples (the chat one needs
+    # a chat template, which the demo model lacks; the SDK tests cover chat).
     blocks = [b for b in readme_blocks(args.repo, "sh")
               if b.startswith(("curl -s 127.0.0.1:8000/v1/completions",
                                "build/bin/pagoda generate --server"))]
-    if len(blocks) != 2:
-        failures.append(f"expected the quick-start and the curl examples, found {len(blocks)}")
+    if len(blocks) != 3:
+        failures.append("expected the quick-start, the curl and the structured-output examples, "
+                        f"found {len(blocks)}")
     for block in blocks:
         out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", on_server(block, server,
                                                                               args.pagoda)],
@@ -75,8 +99,10 @@ def run_readme_examples(args, server, node_dir):
         if out.returncode != 0 or '"error"' in out.stdout or not out.stdout.strip():
             failures.append(f"README example failed ({out.returncode}):\n{block}\n"
                             f"{out.stdout[-2000:]}{out.stderr[-2000:]}")
-        elif block.startswith("curl ") and "data: [DONE]" not in out.stdout:
+        elif '"stream": true' in block and "data: [DONE]" not in out.stdout:
             failures.append(f"no [DONE] in the streamed example's output:\n{out.stdout[-2000:]}")
+        elif "response_format" in block:
+            failures += structured_example_failures(out.stdout)
     js = readme_blocks(args.repo, "js")
     if len(js) != 1:
         failures.append(f"expected one Node example, found {len(js)}")

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "scheduler/grammar/grammar.h"
 #include "tests/scheduler/fake_backend.h"
 
 namespace pagoda {
@@ -74,6 +75,13 @@ class OutputProcessorTest : public ::testing::Test {
     std::vector<float> row(kFakeVocab, 0.0f);
     row[token] = 10.0f;
     row[(token + 1) % kFakeVocab] = 9.0f;
+    processor_->ProcessLogits(seq_id, row);
+  }
+  // A row that ranks `order` first to last (the rest below): a greedy constrained sample takes
+  // the first token of `order` its grammar allows.
+  void FeedRanked(int64_t seq_id, const std::vector<int32_t>& order) {
+    std::vector<float> row(kFakeVocab, 0.0f);
+    for (size_t i = 0; i < order.size(); ++i) row[order[i]] = 20.0f - static_cast<float>(i);
     processor_->ProcessLogits(seq_id, row);
   }
   void FeedText(int64_t seq_id, const std::string& text) {
@@ -320,6 +328,130 @@ TEST_F(OutputProcessorTest, TimesUsageAndTheFinishObserver) {
   EXPECT_EQ(last.usage.cached_prompt_tokens, 4);
   EXPECT_EQ(last.usage.completion_tokens, 4);
   EXPECT_EQ(observed[0].usage.completion_tokens, 4);
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+std::shared_ptr<const grammar::Grammar> Gbnf(const char* text) {
+  auto g = grammar::ParseGbnf(text);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *g : nullptr;
+}
+
+std::vector<int32_t> Bytes(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (char c : text) ids.push_back(ByteToken(c));
+  return ids;
+}
+
+TEST_F(OutputProcessorTest, GrammarMasksTokensAndEndsTheSampleWhereItIsComplete) {
+  Request r = Greedy("g", 10);
+  r.grammar = Gbnf(R"(root ::= "yes" | "no")");
+  auto stream = Add(r);
+  // The model prefers EOS, then 'x', 'n', 'y', 'o', 'e', 's': the grammar allows n, then o.
+  const std::vector<int32_t> order = {kEos,           ByteToken('x'), ByteToken('n'),
+                                      ByteToken('y'), ByteToken('o'), ByteToken('e'),
+                                      ByteToken('s')};
+  FeedRanked(0, order);
+  FeedRanked(0, order);
+  const std::vector<RequestOutput> outs = Messages(*stream);
+  EXPECT_EQ(Text(outs), "no");
+  // Complete after "no": the sample ends without an EOS step.
+  EXPECT_EQ(outs.back().finish_reason, FinishReason::kStop);
+  EXPECT_EQ(outs.back().usage.completion_tokens, 2);
+  EXPECT_EQ(processor_->structured_output_stats().num_masks, 2);
+}
+
+TEST_F(OutputProcessorTest, GrammarAllowsEosOnlyWhereItAccepts) {
+  Request r = Greedy("g", 10);
+  r.grammar = Gbnf("root ::= [a-z]+");
+  auto stream = Add(r);
+  const std::vector<int32_t> order = {kEos, ByteToken('1'), ByteToken('q')};
+  FeedRanked(0, order);  // EOS is masked: "q"
+  FeedRanked(0, order);  // [a-z]+ accepts "q": EOS wins
+  const std::vector<RequestOutput> outs = Messages(*stream);
+  EXPECT_EQ(Text(outs), "q");
+  EXPECT_EQ(outs.back().finish_reason, FinishReason::kStop);
+}
+
+TEST_F(OutputProcessorTest, GrammarStopTokenIdsOnlyWhereItAcceptsAndMaxTokensGivesLength) {
+  Request r = Greedy("g", 3);
+  r.grammar = Gbnf("root ::= [a-z]+");
+  r.stopping.ignore_eos = true;
+  r.stopping.stop_token_ids = {ByteToken('!')};
+  auto stream = Add(r);
+  FeedRanked(0, {ByteToken('!'), kEos, ByteToken('a')});  // neither '!' nor EOS may start
+  FeedRanked(0, {kEos, ByteToken('b')});                  // ignore_eos: EOS never allowed
+  FeedRanked(0, {kEos, ByteToken('c')});
+  std::vector<RequestOutput> outs = Messages(*stream);
+  EXPECT_EQ(Text(outs), "abc");
+  EXPECT_EQ(outs.back().finish_reason, FinishReason::kLength);
+  Request r2 = Greedy("g2", 3);
+  r2.grammar = r.grammar;
+  r2.stopping.stop_token_ids = {ByteToken('!')};
+  auto stream2 = Add(r2);
+  FeedRanked(1, {ByteToken('!'), ByteToken('a')});
+  FeedRanked(1, {ByteToken('!'), ByteToken('b')});  // accepting now: the stop id ends it
+  outs = Messages(*stream2);
+  EXPECT_EQ(Text(outs), "a");
+  EXPECT_EQ(outs.back().finish_reason, FinishReason::kStop);
+}
+
+TEST_F(OutputProcessorTest, GrammarStateIsPerSample) {
+  Request r = Greedy("n", 8, /*n=*/3);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 7;
+  r.grammar = Gbnf(R"(root ::= "cat" | "dog" | "cow")");
+  auto stream = Add(r);
+  std::vector<float> flat(kFakeVocab, 0.0f);
+  for (int step = 0; step < 4 && !finished_ids_.size(); ++step) {
+    for (int64_t id = 0; id < 3; ++id) {
+      if (std::find(released_.begin(), released_.end(), id) == released_.end()) {
+        processor_->ProcessLogits(id, flat);
+      }
+    }
+  }
+  std::map<int32_t, std::string> text;
+  std::map<int32_t, FinishReason> finish;
+  for (const RequestOutput& o : Messages(*stream)) {
+    text[o.index] += o.text;
+    if (o.finish_reason != FinishReason::kNone) finish[o.index] = o.finish_reason;
+  }
+  ASSERT_EQ(text.size(), 3u);
+  for (const auto& [i, t] : text) {
+    EXPECT_TRUE(t == "cat" || t == "dog" || t == "cow") << i << ": " << t;
+    EXPECT_EQ(finish[i], FinishReason::kStop);
+  }
+}
+
+TEST_F(OutputProcessorTest, GrammarCutsSpeculativeProposalsAtTheFirstRefusedToken) {
+  CoreHooks hooks;
+  hooks.start_fork = [](const Sequence&, Sequence&) { return Status::Ok(); };
+  hooks.release_sequence = [](Sequence&) {};
+  hooks.request_finished = [](const std::string&) {};
+  SpeculativeConfig spec;
+  spec.method = SpeculativeMethod::kNgram;
+  spec.num_tokens = 4;
+  spec.ngram_min = 1;
+  spec.ngram_max = 1;
+  processor_ = std::make_unique<OutputProcessor>(*tokenizer_, OutputLimits{{kEos}, 1000, spec},
+                                                 std::move(hooks));
+  Request r = Greedy("s", 20);
+  r.prompt_token_ids = Bytes("q1rst");  // after "q", the n-gram lookup proposes "1rst"
+  r.grammar = Gbnf("root ::= [a-z]+");
+  Request plain = r;
+  plain.request_id = "plain";
+  plain.grammar = nullptr;
+  auto s1 = Add(r);
+  auto s2 = Add(plain);
+  FeedText(0, "q");
+  FeedText(1, "q");
+  EXPECT_TRUE(seqs_[0]->draft_token_ids.empty());  // "1" is refused: nothing to verify
+  EXPECT_EQ(seqs_[1]->draft_token_ids, Bytes("1rst"));
 }
 
 }  // namespace

@@ -83,6 +83,43 @@ TEST(SamplerTest, GreedyIsArgMaxWithLowestIdOnTies) {
   EXPECT_EQ(filtered.Sample(std::vector<float>{0.0f, 1.0f, 3.0f, 3.0f}).token, 2);
 }
 
+TEST(SamplerTest, SampleAllowedDrawsOnlyAllowedTokensFromTheRenormalizedRow) {
+  // 70 tokens (two mask words); allowed: 1, 3 and 66. Raw probabilities 0.1 / 0.3 / 0.2 of the
+  // allowed ones renormalize to 1/6, 1/2, 1/3.
+  std::vector<double> probs(70, 0.4 / 67);
+  probs[1] = 0.1, probs[3] = 0.3, probs[66] = 0.2;
+  const std::vector<float> logits = LogitsFromProbs(probs);
+  const std::vector<uint64_t> allowed = {(1u << 1) | (1u << 3), uint64_t{1} << 2};
+  SamplingParams p = Seeded();
+  p.logprobs = true;
+  Sampler sampler(p);
+  std::vector<int> counts(3, 0);
+  SampleResult r;
+  for (int i = 0; i < 6000; ++i) {
+    sampler.SampleAllowed(logits, allowed, &r);
+    ASSERT_TRUE(r.token == 1 || r.token == 3 || r.token == 66) << r.token;
+    ++counts[r.token == 1 ? 0 : r.token == 3 ? 1 : 2];
+  }
+  ExpectFrequencies(counts, {1.0 / 6, 1.0 / 2, 1.0 / 3});
+  EXPECT_NEAR(r.logprob, std::log(probs[r.token]), 1e-5);  // the raw row's logprob
+  // Greedy: the best allowed token even when a disallowed one is far ahead; ids past the mask
+  // words are never allowed.
+  SamplingParams g;
+  g.temperature = 0.0f;
+  Sampler greedy(g);
+  std::vector<float> row(130, 0.0f);
+  row[5] = 50.0f, row[129] = 60.0f, row[7] = 1.0f, row[9] = 2.0f;
+  const std::vector<uint64_t> some = {(1u << 7) | (1u << 9)};
+  greedy.SampleAllowed(row, some, &r);
+  EXPECT_EQ(r.token, 9);
+  // Logit bias cannot bring back a masked token.
+  SamplingParams biased = g;
+  biased.logit_bias = {{5, 100.0f}};
+  Sampler b(biased);
+  b.SampleAllowed(row, some, &r);
+  EXPECT_EQ(r.token, 9);
+}
+
 TEST(SamplerTest, RepetitionPenaltyOverPromptAndOutput) {
   SamplingParams p;
   p.repetition_penalty = 2.0f;

@@ -169,7 +169,70 @@ TEST(ParseOpenAiRequest, ErrorsNameTheField) {
   EXPECT_EQ(ParseError(kChat, R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})"),
             "messages[0].content: parts other than {\"type\": \"text\"}: not supported yet");
   EXPECT_EQ(ParseError(kChat, R"({"messages": [], "response_format": "json"})"),
-            "response_format: not supported yet");
+            "response_format: expected an object with a string \"type\"");
+}
+
+TEST(ParseOpenAiRequest, StructuredOutputFieldsMapOntoOneConstraint) {
+  using grammar::ConstraintKind;
+  const auto constraint = [](OpenAiEndpoint e, const char* body) {
+    return Parse(e, body).api.constraint;
+  };
+  EXPECT_EQ(constraint(kChat, R"({"messages": [], "response_format": {"type": "text"}})").kind,
+            ConstraintKind::kNone);
+  EXPECT_EQ(
+      constraint(kChat, R"({"messages": [], "response_format": {"type": "json_object"}})").kind,
+      ConstraintKind::kJsonObject);
+  const grammar::ConstraintSpec schema = constraint(kChat, R"({"messages": [],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+      "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})");
+  EXPECT_EQ(schema.kind, ConstraintKind::kJsonSchema);
+  EXPECT_TRUE(schema.strict);
+  EXPECT_EQ(nlohmann::json::parse(schema.text)["properties"]["a"]["type"], "integer");
+  EXPECT_EQ(schema.field, "response_format.json_schema.schema");
+  // vLLM's guided_* fields: a schema as an object or as JSON text.
+  EXPECT_EQ(
+      constraint(kCompletions, R"({"prompt": "a", "guided_json": "{\"type\": \"string\"}"})").text,
+      R"({"type": "string"})");
+  EXPECT_EQ(constraint(kCompletions, R"({"prompt": "a", "guided_regex": "[0-9]+"})").text,
+            "[0-9]+");
+  const grammar::ConstraintSpec choice =
+      constraint(kCompletions, R"({"prompt": "a", "guided_choice": ["yes", "no"]})");
+  EXPECT_EQ(choice.kind, ConstraintKind::kChoice);
+  EXPECT_EQ(choice.choices, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(constraint(kCompletions, R"({"prompt": "a", "guided_grammar": "root ::= \"x\""})").kind,
+            ConstraintKind::kGrammar);
+  // vLLM's newer structured_outputs object.
+  EXPECT_EQ(constraint(kChat, R"({"messages": [], "structured_outputs": {"regex": "a+"}})").field,
+            "structured_outputs.regex");
+  EXPECT_EQ(
+      constraint(kChat, R"({"messages": [], "structured_outputs": {"json_object": true}})").kind,
+      ConstraintKind::kJsonObject);
+  EXPECT_EQ(constraint(kChat, R"({"messages": [], "guided_decoding_backend": "xgrammar"})").kind,
+            ConstraintKind::kNone);
+}
+
+TEST(ParseOpenAiRequest, StructuredOutputErrorsNameTheField) {
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "response_format": {"type": "xml"}})"),
+            "response_format.type: expected \"text\", \"json_object\" or \"json_schema\", "
+            "got \"xml\"");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "response_format": {"type": "json_schema"}})"),
+            "response_format.json_schema: expected an object");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "response_format": {"type": "json_schema",
+                "json_schema": {"name": "x"}}})"),
+            "response_format.json_schema.schema: expected an object");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "guided_choice": []})"),
+            "guided_choice: expected a non-empty array of strings");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "guided_regex": 5})"),
+            "guided_regex: expected a string");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "guided_json": 5})"),
+            "guided_json: expected a JSON schema (an object or its JSON text)");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "guided_regex": "a", "guided_choice": ["b"]})"),
+            "guided_choice: only one structured-output constraint per request (guided_regex is "
+            "given too)");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "structured_outputs": [1]})"),
+            "structured_outputs: expected an object");
+  EXPECT_EQ(ParseError(kChat, R"({"messages": [], "guided_whitespace_pattern": " "})"),
+            "guided_whitespace_pattern: not supported yet");
 }
 
 TEST(ParseOpenAiRequest, LogitBiasIsAnObjectOfTokenIdStrings) {
@@ -211,8 +274,6 @@ TEST(ParseOpenAiRequest, OtherFeaturesAreNotSupportedYet) {
   for (const char* body : {
            R"({"messages": [], "tools": [{"type": "function"}]})",
            R"({"messages": [], "tool_choice": "auto"})",
-           R"({"messages": [], "response_format": {"type": "json_schema"}})",
-           R"({"messages": [], "guided_json": {}})",
            R"({"messages": [{"role": "assistant", "tool_calls": []}]})",
            R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        }) {
