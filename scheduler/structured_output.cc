@@ -15,8 +15,9 @@ bool IsTextToken(TokenKind kind) {
 
 void SetBit(std::vector<uint64_t>& words, int32_t id, bool on) {
   if (id < 0 || static_cast<size_t>(id / 64) >= words.size()) return;
+  uint64_t& word = words[static_cast<size_t>(id / 64)];
   const uint64_t bit = uint64_t{1} << (id % 64);
-  words[static_cast<size_t>(id / 64)] = on ? (words[id / 64] | bit) : (words[id / 64] & ~bit);
+  word = on ? (word | bit) : (word & ~bit);
 }
 
 }  // namespace

@@ -98,6 +98,27 @@ Result<ConstraintSpec> FromResponseFormat(const json& rf) {
   return c;
 }
 
+// vLLM's constraint kinds by name: guided_<name> in the body, <name> in structured_outputs.
+constexpr std::pair<const char*, ConstraintKind> kVllmKinds[] = {
+    {"json", ConstraintKind::kJsonSchema},
+    {"regex", ConstraintKind::kRegex},
+    {"choice", ConstraintKind::kChoice},
+    {"grammar", ConstraintKind::kGrammar},
+    {"json_object", ConstraintKind::kJsonObject}};
+
+// Appends the constraints `obj` states under the keys key_prefix + <name>; their field names
+// are field_prefix + key.
+Status CollectVllm(const json& obj, const std::string& key_prefix, const std::string& field_prefix,
+                   std::vector<ConstraintSpec>* found) {
+  for (const auto& [name, kind] : kVllmKinds) {
+    const std::string key = key_prefix + name;
+    if (!Present(obj, key.c_str())) continue;
+    PAGODA_ASSIGN_OR_RETURN(ConstraintSpec c, FromValue(kind, obj[key], field_prefix + key));
+    if (c.kind != ConstraintKind::kNone) found->push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
 // Every constraint the body states, with the field it came from.
 Result<std::vector<ConstraintSpec>> Collect(const json& j) {
   std::vector<ConstraintSpec> found;
@@ -105,28 +126,11 @@ Result<std::vector<ConstraintSpec>> Collect(const json& j) {
     PAGODA_ASSIGN_OR_RETURN(ConstraintSpec c, FromResponseFormat(j["response_format"]));
     if (c.kind != ConstraintKind::kNone) found.push_back(std::move(c));
   }
-  const std::pair<const char*, ConstraintKind> vllm[] = {
-      {"json", ConstraintKind::kJsonSchema},
-      {"regex", ConstraintKind::kRegex},
-      {"choice", ConstraintKind::kChoice},
-      {"grammar", ConstraintKind::kGrammar},
-      {"json_object", ConstraintKind::kJsonObject}};
-  for (const auto& [name, kind] : vllm) {
-    const std::string guided = std::string("guided_") + name;
-    if (Present(j, guided.c_str())) {
-      PAGODA_ASSIGN_OR_RETURN(ConstraintSpec c, FromValue(kind, j[guided], guided));
-      if (c.kind != ConstraintKind::kNone) found.push_back(std::move(c));
-    }
-  }
+  PAGODA_RETURN_IF_ERROR(CollectVllm(j, "guided_", "", &found));
   if (!Present(j, "structured_outputs")) return found;
   const json& so = j["structured_outputs"];
   if (!so.is_object()) return InvalidArgument("structured_outputs: expected an object");
-  for (const auto& [name, kind] : vllm) {
-    if (!Present(so, name)) continue;
-    const std::string field = std::string("structured_outputs.") + name;
-    PAGODA_ASSIGN_OR_RETURN(ConstraintSpec c, FromValue(kind, so[name], field));
-    if (c.kind != ConstraintKind::kNone) found.push_back(std::move(c));
-  }
+  PAGODA_RETURN_IF_ERROR(CollectVllm(so, "", "structured_outputs.", &found));
   if (Present(so, "structural_tag")) {
     return InvalidArgument("structured_outputs.structural_tag: not supported yet");
   }

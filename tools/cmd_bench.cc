@@ -263,8 +263,9 @@ Status RunModelBench(ModelBenchArgs a, json* out) {
       {"mask_seconds", so.mask_seconds},
       {"trie_seconds", so.trie_seconds},
       {"mask_ms_per_token", so.num_masks ? 1e3 * so.mask_seconds / so.num_masks : 0.0},
-      // Masks are computed inside the timed steps: their share of the decode phase.
-      {"mask_fraction_of_decode", so.mask_seconds / std::max(decode_s + prefill_s, 1e-9)}};
+      // Masks are computed inside the timed steps (a request's first token in the prefill
+      // phase, the rest in decode): their share of both phases.
+      {"mask_fraction_of_run", so.mask_seconds / std::max(decode_s + prefill_s, 1e-9)}};
   (*out)["read_bandwidth_gbps_after_decode"] = gbps_after;
   (*out)["decode_fraction_of_bandwidth_after"] = step_bytes * steps_per_s / 1e9 / gbps_after;
   if (a.interleave_bandwidth) {

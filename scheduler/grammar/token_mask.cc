@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <limits>
 
 #include "scheduler/grammar/grammar_internal.h"
 #include "scheduler/grammar/mask_automaton.h"
@@ -14,12 +13,6 @@ size_t TokenMask::Count() const {
   size_t n = 0;
   for (uint64_t w : words) n += static_cast<size_t>(std::popcount(w));
   return n;
-}
-
-void ApplyTokenMask(const TokenMask& mask, std::span<float> logits) {
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!mask.Allowed(static_cast<int32_t>(i))) logits[i] = -std::numeric_limits<float>::infinity();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -36,8 +29,6 @@ TokenMasker::TokenMasker(size_t max_memo_positions)
 TokenMasker::~TokenMasker() = default;
 TokenMasker::TokenMasker(TokenMasker&&) noexcept = default;
 TokenMasker& TokenMasker::operator=(TokenMasker&&) noexcept = default;
-
-size_t TokenMasker::last_num_states() const { return impl_->automaton.num_states(); }
 
 // Walks the trie in preorder; a rejected node skips its subtree, and a node below which every
 // byte leads back to its state takes its whole subtree at once.

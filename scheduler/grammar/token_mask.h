@@ -34,10 +34,6 @@ struct TokenMask {
   size_t Count() const;  // allowed tokens
 };
 
-// Sets logits[i] = -infinity for every token i the mask does not allow (ids past the mask's
-// size included).
-void ApplyTokenMask(const TokenMask& mask, std::span<float> logits);
-
 class TokenTrie {
  public:
   // token_bytes[i] = the bytes of token i ("" = never allowed as text); end_ids = EOS and
@@ -79,8 +75,6 @@ class TokenMasker {
   // matcher can accept (exactly those for which a copy's Accept(bytes) succeeds), plus the end
   // ids when it is accepting. No bit set means nothing can follow (the caller ends the output).
   void Compute(const GrammarMatcher& matcher, const TokenTrie& trie, TokenMask* mask);
-  // Distinct grammar states the last walk met (a cost diagnostic).
-  size_t last_num_states() const;
 
  private:
   struct Impl;
@@ -100,7 +94,6 @@ class TokenMaskCache {
   const TokenMask& Get(const GrammarMatcher& matcher);
   size_t hits() const { return hits_; }
   size_t misses() const { return misses_; }
-  const TokenTrie& trie() const { return *trie_; }
 
  private:
   struct Entry;

@@ -69,9 +69,9 @@ def model_path():
     return os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf")
 
 
-def write_config(path, artifacts_dir, library=None, backend="neuron", neuron_extra=""):
+def write_config(path, artifacts_dir, library=None, backend="neuron", neuron_extra="", extra=""):
     """A serve config for the aidreams model with the given neuron section (none for the cpu
-    backend, which rejects neuron.* keys)."""
+    backend, which rejects neuron.* keys) and `extra` top-level YAML."""
     library = ARGS.fake_nrt if library is None else library
     neuron = f"""neuron:
   runtime_library: "{library}"
@@ -87,8 +87,23 @@ engine:
   max_num_seqs: 8
 backend:
   type: {backend}
-{neuron}""")
+{neuron}{extra}""")
     return path
+
+
+def reference_tokens(ref, case, max_tokens=None):
+    """The reference greedy tokens of `case` that fit the context (the first max_tokens)."""
+    tokens = case["greedy_tokens"][:ref["config"]["seq_len"] - len(case["prompt_tokens"])]
+    return tokens if max_tokens is None else tokens[:max_tokens]
+
+
+def reference_request(case, max_tokens=None):
+    """The greedy request of a reference case (BOS, id 1, ends it as in llama2.c)."""
+    n = len(case["greedy_tokens"]) if max_tokens is None else max_tokens
+    return base.pb.GenerateRequest(
+        prompt_token_ids=base.pb.TokenIds(ids=case["prompt_tokens"]),
+        sampling=base.pb.SamplingParams(temperature=0.0),
+        stopping=base.pb.StoppingCriteria(max_tokens=n, stop_token_ids=[1]))
 
 
 def enable_list(ids):
@@ -151,15 +166,10 @@ class NeuronServeTest(unittest.TestCase):
         self.assertEqual(sorted(counters["programs"]), sorted(ENABLED))
 
     def expected(self, case, max_tokens=None):
-        tokens = case["greedy_tokens"][:self.ref["config"]["seq_len"] - len(case["prompt_tokens"])]
-        return tokens if max_tokens is None else tokens[:max_tokens]
+        return reference_tokens(self.ref, case, max_tokens)
 
     def request(self, case, max_tokens=None):
-        n = len(case["greedy_tokens"]) if max_tokens is None else max_tokens
-        return base.pb.GenerateRequest(
-            prompt_token_ids=base.pb.TokenIds(ids=case["prompt_tokens"]),
-            sampling=base.pb.SamplingParams(temperature=0.0),
-            stopping=base.pb.StoppingCriteria(max_tokens=n, stop_token_ids=[1]))
+        return reference_request(case, max_tokens)
 
     def run_concurrently(self, server, cases, max_tokens=None):
         """Streams every case at once; returns (tokens, None) or (None, RpcError) per case."""

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import unittest
 
+import neuron_e2e_test as neuron
 import server_e2e_test as base
 
 ARGS = None
@@ -44,10 +45,6 @@ decode:
 """
 
 
-def model_path():
-    return os.path.join(ARGS.shared, "models/aidreams260K/aidreams260K-f32.gguf")
-
-
 class TorchScriptServeTest(unittest.TestCase):
     """A neuron-backend server on cpu-reference artifacts gives the reference tokens."""
 
@@ -58,7 +55,7 @@ class TorchScriptServeTest(unittest.TestCase):
         plan = os.path.join(cls.tmp, "plan.yaml")
         with open(plan, "w") as f:
             f.write(PLAN)
-        subprocess.run([sys.executable, "-m", "tools.neuron_build", "--model", model_path(),
+        subprocess.run([sys.executable, "-m", "tools.neuron_build", "--model", neuron.model_path(),
                         "--out", cls.artifacts, "--target", "cpu-reference", "--buckets", plan,
                         "-q"], cwd=ARGS.repo, check=True, timeout=600)
         with open(os.path.join(ARGS.shared, "models/aidreams260K/reference.json")) as f:
@@ -69,30 +66,14 @@ class TorchScriptServeTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def write_config(self, name, speculative=""):
-        path = os.path.join(self.tmp, name)
-        with open(path, "w") as f:
-            f.write(f"""server:
-  listen_address: 127.0.0.1:0
-  metrics_address: 127.0.0.1:0
-model:
-  path: "{model_path()}"
-engine:
-  max_num_seqs: 8
-backend:
-  type: neuron
-neuron:
-  runtime_library: "{ARGS.fake_nrt_torch}"
-  artifacts_dir: "{self.artifacts}"
-  logical_nc_config: 1
-{speculative}""")
-        return path
+        return neuron.write_config(os.path.join(self.tmp, name), self.artifacts,
+                                   library=ARGS.fake_nrt_torch,
+                                   neuron_extra="  logical_nc_config: 1\n", extra=speculative)
 
     def start(self, config):
         self.counters = os.path.join(self.tmp, self.id().rsplit(".", 1)[1] + ".json")
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("NEURON_", "FAKE_NRT_"))}
-        env.update(FAKE_NRT_COUNTERS=self.counters, FAKE_NRT_STRICT="1")
-        return base.Server(config=config, env=env)
+        return base.Server(config=config, env=neuron.clean_env(FAKE_NRT_COUNTERS=self.counters,
+                                                                FAKE_NRT_STRICT="1"))
 
     def stop(self, server):
         server.channel.close()
@@ -105,21 +86,9 @@ neuron:
         self.assertEqual(counters["leaked_at_last_close"], 0, counters)
         return counters
 
-    def expected(self, case, max_tokens=None):
-        limit = self.ref["config"]["seq_len"] - len(case["prompt_tokens"])
-        tokens = case["greedy_tokens"][:limit]
-        return tokens if max_tokens is None else tokens[:max_tokens]
-
-    def request(self, case, max_tokens=None):
-        n = len(case["greedy_tokens"]) if max_tokens is None else max_tokens
-        return base.pb.GenerateRequest(
-            prompt_token_ids=base.pb.TokenIds(ids=case["prompt_tokens"]),
-            sampling=base.pb.SamplingParams(temperature=0.0),
-            stopping=base.pb.StoppingCriteria(max_tokens=n, stop_token_ids=[1]))
-
     def concurrently(self, server, cases):
         def one(case):
-            return base.stream_tokens(server.stub, self.request(case))[0]
+            return base.stream_tokens(server.stub, neuron.reference_request(case))[0]
 
         with concurrent.futures.ThreadPoolExecutor(len(cases)) as pool:
             return list(pool.map(one, cases))
@@ -131,12 +100,12 @@ neuron:
             self.assertEqual(info.backend, "neuron")
             cases = self.ref["cases"]
             for case in cases:
-                tokens, _, finish = base.stream_tokens(server.stub, self.request(case))
-                self.assertEqual(tokens, self.expected(case), case["prompt"])
+                tokens, _, finish = base.stream_tokens(server.stub, neuron.reference_request(case))
+                self.assertEqual(tokens, neuron.reference_tokens(self.ref, case), case["prompt"])
                 self.assertEqual(finish, "length")
             many = (cases * 2)[:8]  # 8 streams: prefills join running decodes
             for case, tokens in zip(many, self.concurrently(server, many)):
-                self.assertEqual(tokens, self.expected(case), case["prompt"])
+                self.assertEqual(tokens, neuron.reference_tokens(self.ref, case), case["prompt"])
         finally:
             counters = self.stop(server)
         programs = counters["programs"]
@@ -151,10 +120,11 @@ neuron:
         try:
             cases = self.ref["cases"]
             for case in cases[:3]:
-                tokens, _, _ = base.stream_tokens(server.stub, self.request(case, 60))
-                self.assertEqual(tokens, self.expected(case, 60), case["prompt"])
+                tokens, _, _ = base.stream_tokens(server.stub, neuron.reference_request(case, 60))
+                self.assertEqual(tokens, neuron.reference_tokens(self.ref, case, 60),
+                                 case["prompt"])
             for case, tokens in zip(cases, self.concurrently(server, cases)):
-                self.assertEqual(tokens, self.expected(case), case["prompt"])
+                self.assertEqual(tokens, neuron.reference_tokens(self.ref, case), case["prompt"])
         finally:
             counters = self.stop(server)
         t4 = [p for pid, p in counters["programs"].items() if "_t4_" in pid]
@@ -167,7 +137,7 @@ def main():
     for flag in ("--pagoda", "--repo", "--shared", "--fake-nrt-torch"):
         parser.add_argument(flag, required=True)
     ARGS, rest = parser.parse_known_args()
-    base.ARGS = ARGS
+    base.ARGS = neuron.ARGS = ARGS
     sys.exit(base.run_tests(rest))
 
 

@@ -9,7 +9,6 @@ The schemas, with valid and invalid instances, are tests/scheduler/grammar/schem
 with the C++ compiler tests).
 Usage: structured_output_e2e_test.py --pagoda BIN --repo DIR --shared DIR
 """
-import argparse
 import concurrent.futures
 import json
 import os
@@ -23,20 +22,20 @@ import jsonschema
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_e2e_test as base  # noqa: E402  (compile_protos, Server, run_tests)
 
-ARGS = None
 SAMPLES = 4  # per schema and API (n)
 MAX_TOKENS = 200
 
 
 def model_path():
-    return os.path.join(ARGS.shared, "models/synth-gqa/llama-gqa-f32.gguf")
+    return os.path.join(base.ARGS.shared, "models/synth-gqa/llama-gqa-f32.gguf")
 
 
 # jsonschema's built-in "time" / "date-time" checks need packages Debian 12 lacks (its fallback
 # "time" check is draft 3's, which refuses RFC 3339's offsets): check both with RFC 3339's own
 # grammar here.
 FORMATS = jsonschema.FormatChecker()
-_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+_TIME = (r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?"
+         r"([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])")
 _DATE = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
 
 
@@ -55,7 +54,7 @@ def validate(instance, schema):
 
 
 def load_schemas():
-    with open(os.path.join(ARGS.repo, "tests/scheduler/grammar/schemas.json")) as f:
+    with open(os.path.join(base.ARGS.repo, "tests/scheduler/grammar/schemas.json")) as f:
         return json.load(f)
 
 
@@ -134,8 +133,10 @@ class StructuredOutputTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = base.Server("engine.max_num_seqs=32", "speculative.method=ngram",
-                                 "model.name=synth", "model.chat_template=" + os.path.join(
-                                     ARGS.shared, "chat-templates/chatml-openhermes-2.5.jinja"),
+                                 "model.name=synth",
+                                 "model.chat_template=" + os.path.join(
+                                     base.ARGS.shared,
+                                     "chat-templates/chatml-openhermes-2.5.jinja"),
                                  model=model_path())
         cls.schemas = load_schemas()
 
@@ -256,7 +257,8 @@ class StructuredOutputTest(unittest.TestCase):
     def test_max_tokens_cut_reports_length(self):
         schema = {"type": "object", "properties": {"a": {"type": "string", "minLength": 50}},
                   "required": ["a"]}
-        outs = completions(self.server.stub, sampled(3, max_tokens=5, json_schema=json.dumps(schema)))
+        outs = completions(self.server.stub,
+                           sampled(3, max_tokens=5, json_schema=json.dumps(schema)))
         self.assertEqual([f for _, f in outs], ["length"] * SAMPLES)
 
     def test_speculation_does_not_change_constrained_outputs(self):
@@ -301,16 +303,5 @@ class StructuredOutputTest(unittest.TestCase):
         self.assertEqual(outs, [("ok", "stop")])
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--pagoda", required=True)
-    parser.add_argument("--repo", required=True)
-    parser.add_argument("--shared", required=True)
-    ARGS, rest = parser.parse_known_args()
-    base.ARGS = ARGS
-    sys.exit(base.run_tests(rest))
-
-
 if __name__ == "__main__":
-    main()
+    base.main()  # --pagoda, --repo, --shared into base.ARGS; runs this module's tests

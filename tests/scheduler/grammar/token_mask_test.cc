@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -176,17 +175,6 @@ TEST(TokenMask, EndIdsOnlyWhenAccepting) {
   ComputeTokenMask(m, trie, &mask);
   EXPECT_EQ(mask.Count(), 1u);  // terminated: only EOS
   EXPECT_TRUE(mask.Allowed(3));
-}
-
-TEST(TokenMask, ApplySetsDisallowedLogitsToMinusInfinity) {
-  TokenMask mask;
-  mask.words = {0b101};
-  std::vector<float> logits = {1, 2, 3, 4};
-  ApplyTokenMask(mask, logits);
-  EXPECT_EQ(logits[0], 1);
-  EXPECT_TRUE(std::isinf(logits[1]) && logits[1] < 0);
-  EXPECT_EQ(logits[2], 3);
-  EXPECT_TRUE(std::isinf(logits[3]));
 }
 
 TEST(TokenMaskCache, HitsEqualFreshComputationAndEvictLeastRecentlyUsed) {
