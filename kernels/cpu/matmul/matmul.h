@@ -36,7 +36,10 @@
 //   vector of codes dots 16 blocks at once; per block the int32 sum is exact and the offset
 //   (Q4_0 8, Q5_0 16, IQ4_NL at VNNI 128 after a +128 table) or the min is applied in fp32
 //   with the activation block sums (error: as above, plus fp32 rounding of that term). The
-//   same fp32 summation order for every batch size below 128 tokens.
+//   same fp32 summation order for every batch size below 128 tokens. Q4_K, Q5_K and IQ4_XS (their
+//   sub-blocks of 32 as the blocks) are packed the same way, two super-blocks per group with the
+//   sub-block scales and mins unpacked to bytes: against the same activation blocks of 32, each
+//   block's scale d sc and min dmin m formed exactly in fp32 (error: as the blocks of 32).
 // Batches (matmul.cc MakePlan): Q8_0 with >= 9 tokens at kAvx512Vnni+ uses a token-lane kernel
 // (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, the block-quantized types
 // above with >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
@@ -87,10 +90,10 @@ SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
 const char* KernelName(GgmlType type, SimdLevel level, bool packed = false);
 
 // Load-time packing of rows for faster decode (see "Packed rows" above). CanPackRows: whether
-// `type` has a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL); PackedRowBytes: the bytes of one
-// packed row of `cols` elements (cols rounded up to 512); PackRows writes w's rows at dst
-// (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed at it;
-// MatMul then reads it where its kernels can.
+// `type` has a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, IQ4_XS); PackedRowBytes:
+// the bytes of one packed row of `cols` elements (cols rounded up to 512); PackRows writes w's rows
+// at dst (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed at
+// it; MatMul then reads it where its kernels can.
 bool CanPackRows(GgmlType type);
 int64_t PackedRowBytes(GgmlType type, int64_t cols);
 void PackRows(const WeightView& w, uint8_t* dst);

@@ -36,7 +36,7 @@
 //          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
 //          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
 //
-// Packed rows (PackRows, for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): each row is cols rounded up to 512
+// Packed rows (PackRows, for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; the K-quants below): each row is cols rounded up to 512
 // (zero blocks: scale 0, codes 0) in groups of 16 blocks, 16 * (the type's block bytes) each:
 //   d  fp16 [16]                 the block scales
 //   m  fp16 [16]                 the mins (Q4_1, Q5_1 only)
@@ -47,6 +47,15 @@
 // so the low nibbles of 64 bytes qs[u] are elements 4u..4u+3 of every block, lined up with
 // kQ8X16's vector v = u, and their high nibbles with v = u + 4. PackedGroup below gives the
 // offsets, for PackRows and the kernels alike.
+// The K-quants with sub-blocks of 32 (Q4_K, Q5_K, IQ4_XS) pack the same way, a group being two
+// super-blocks (16 sub-blocks L; a row of an odd number of super-blocks ends with a zero one),
+// with the super-block fields first and the sub-block scales unpacked to bytes (PackedGroupK):
+//   d    fp16 [2]                the super-scales of super-blocks 0 and 1 (sub-blocks 0-7, 8-15)
+//   dmin fp16 [2]                their min super-scales (Q4_K, Q5_K only)
+//   sc   uint8 [16]              sub-block scales (IQ4_XS: int8, its scale - 32)
+//   m    uint8 [16]              sub-block mins (Q4_K, Q5_K only)
+//   qh, qs                       as above (qh: Q5_K only), the codes q (0..31; IQ4_XS: indices)
+// so x = d sc q - dmin m (IQ4_XS: d sc kIQ4Levels[q]) with d sc and dmin m exact in fp32.
 //
 // I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
 // (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
@@ -120,17 +129,23 @@ QuantizeI16Fn X86I16Quantizer();
 // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in
 // matmul_quant_x86.cc.
 Kernel X86QuantKernel(SimdLevel level, GgmlType type);
-// Bytes and field offsets of a packed group (the layout above) of a format with `block_bytes`
-// per block and (has_min) a min per block.
+// Bytes and field offsets of a packed group (the layouts above): of a blocks-of-32 format with
+// `block_bytes` per block and (has_min) a min per block, and of a K-quant with (has_min) mins
+// and (fifth) 5th bits. sc: the K-quants' sub-block scale bytes (-1 for the blocks of 32).
 struct PackedGroupLayout {
-  int64_t bytes, m, qh, qs;
+  int64_t bytes, m, qh, qs, sc;
 };
 constexpr PackedGroupLayout PackedGroup(int64_t block_bytes, bool has_min) {
-  return {16 * block_bytes, 32, has_min ? 64 : 32, 16 * block_bytes - 256};
+  return {16 * block_bytes, 32, has_min ? 64 : 32, 16 * block_bytes - 256, -1};
+}
+constexpr PackedGroupLayout PackedGroupK(bool has_min, bool fifth) {
+  const int64_t sc = has_min ? 8 : 4, m = sc + 16, qh = m + (has_min ? 16 : 0);
+  const int64_t qs = qh + (fifth ? 64 : 0);
+  return {qs + 256, m, qh, qs, sc};
 }
 
-// The x86 kernels for packed rows (kQ8X16 activations) of Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL at
-// `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
+// The x86 kernels for packed rows (kQ8X16 activations) of Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K,
+// Q5_K and IQ4_XS at `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
 Kernel X86PackedKernel(SimdLevel level, GgmlType type);
 
 }  // namespace pagoda::cpu::mm::internal

@@ -1,5 +1,6 @@
-// PackRows: the packed-row layout of the blocks-of-32 formats (matmul_kernels.h "Packed rows"),
-// written once at load. Plain byte moves; the kernels that read it are in matmul_quant_x86.inc.
+// PackRows: the packed-row layout of the blocks-of-32 formats and of the K-quants with
+// sub-blocks of 32 (matmul_kernels.h "Packed rows"), written once at load. Plain byte moves and
+// the unpacking of the K-quants' scales; the kernels that read it are in matmul_quant_x86.inc.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -7,6 +8,7 @@
 
 #include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/matmul/matmul_kernels.h"
+#include "model/quants.h"
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -56,15 +58,128 @@ void PackBlock(const Block32Fields& f, const internal::PackedGroupLayout& layout
   for (int u = 0; u < 4; ++u) std::memcpy(g + layout.qs + 64 * u + 4 * L, blk + f.qs + 4 * u, 4);
 }
 
+// The K-quants with sub-blocks of 32: their super-block bytes, whether they have mins and 5th
+// bits; bytes 0: not such a type.
+struct SuperFields {
+  int64_t bytes = 0;
+  bool has_min = false, fifth = false;
+};
+
+SuperFields SuperFieldsOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_K:
+      return {quants::kBlockBytesQ4_K, true, false};
+    case GgmlType::kQ5_K:
+      return {quants::kBlockBytesQ5_K, true, true};
+    case GgmlType::kIQ4_XS:
+      return {quants::kBlockBytesIQ4_XS, false, false};
+    default:
+      return {};
+  }
+}
+
+// One super-block's fields as the packed group holds them: the raw fp16 super-scales, each
+// sub-block's scale and min byte, and its 32 codes in element order.
+struct SuperBlock {
+  uint8_t d[2], dmin[2];
+  uint8_t sc[8], m[8];
+  uint8_t q[8][32];
+};
+
+// Q4_K / Q5_K (model/quants.h): sub-block j is the low (j even) or high nibbles of 32-byte chunk
+// j / 2 of the qs; Q5_K's 5th bit of element l of sub-block j is bit j of qh[l].
+void DecodeQ45K(const uint8_t* b, bool fifth, SuperBlock* s) {
+  std::memcpy(s->d, b, 2);
+  std::memcpy(s->dmin, b + 2, 2);
+  const uint8_t* qs = b + (fifth ? 48 : 16);
+  for (int j = 0; j < 8; ++j) {
+    quants::GetScaleMinK4(j, b + 4, &s->sc[j], &s->m[j]);
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t byte = qs[32 * (j / 2) + l];
+      s->q[j][l] = static_cast<uint8_t>(j % 2 == 0 ? byte & 15 : byte >> 4);
+      if (fifth) s->q[j][l] |= static_cast<uint8_t>(((b[16 + l] >> j) & 1) << 4);
+    }
+  }
+}
+
+// IQ4_XS: scale of sub-block j from scales_l / scales_h, stored as the int8 scale - 32.
+void DecodeIQ4XS(const uint8_t* b, SuperBlock* s) {
+  std::memcpy(s->d, b, 2);
+  const unsigned scales_h = b[2] | unsigned{b[3]} << 8;
+  for (int j = 0; j < 8; ++j) {
+    const unsigned ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((scales_h >> (2 * j)) & 3) << 4;
+    s->sc[j] = static_cast<uint8_t>(static_cast<int>(ls) - 32);
+    const uint8_t* qs = b + 8 + 16 * j;
+    for (int l = 0; l < 16; ++l) {
+      s->q[j][l] = qs[l] & 15;
+      s->q[j][l + 16] = qs[l] >> 4;
+    }
+  }
+}
+
+// Super-block i (0, 1) of a packed group at g (zeroed before).
+void PackSuper(const SuperFields& f, const internal::PackedGroupLayout& layout, const SuperBlock& s,
+               int i, uint8_t* g) {
+  std::memcpy(g + 2 * i, s.d, 2);
+  if (f.has_min) std::memcpy(g + 4 + 2 * i, s.dmin, 2);
+  for (int j = 0; j < 8; ++j) {
+    const int L = 8 * i + j;
+    g[layout.sc + L] = s.sc[j];
+    if (f.has_min) g[layout.m + L] = s.m[j];
+    for (int u = 0; u < 4; ++u) {
+      for (int k = 0; k < 4; ++k) {
+        g[layout.qs + 64 * u + 4 * L + k] =
+            static_cast<uint8_t>((s.q[j][4 * u + k] & 15) | (s.q[j][16 + 4 * u + k] & 15) << 4);
+      }
+    }
+    if (!f.fifth) continue;
+    for (int v = 0; v < 8; ++v) {
+      uint64_t word;
+      std::memcpy(&word, g + layout.qh + 8 * v, 8);
+      for (int k = 0; k < 4; ++k) {
+        word |= static_cast<uint64_t>(s.q[j][4 * v + k] >> 4) << (4 * L + k);
+      }
+      std::memcpy(g + layout.qh + 8 * v, &word, 8);
+    }
+  }
+}
+
+void PackSuperRows(const WeightView& w, const SuperFields& f, uint8_t* dst) {
+  const internal::PackedGroupLayout layout = internal::PackedGroupK(f.has_min, f.fifth);
+  const int64_t nsb = w.cols / quants::kQK_K, packed_row = PackedRowBytes(w.type, w.cols);
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.rows), [&](const auto& range) {
+    SuperBlock s;
+    for (int64_t r = range.begin(); r < range.end(); ++r) {
+      uint8_t* out = dst + r * packed_row;
+      std::memset(out, 0, static_cast<size_t>(packed_row));
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        const uint8_t* b = w.row(r) + sb * f.bytes;
+        if (w.type == GgmlType::kIQ4_XS) {
+          DecodeIQ4XS(b, &s);
+        } else {
+          DecodeQ45K(b, f.fifth, &s);
+        }
+        PackSuper(f, layout, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
+      }
+    }
+  });
+}
+
 }  // namespace
 
-bool CanPackRows(GgmlType type) { return FieldsOf(type).bytes > 0; }
+bool CanPackRows(GgmlType type) {
+  return FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0;
+}
 
 int64_t PackedRowBytes(GgmlType type, int64_t cols) {
+  if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
+    return (cols + 511) / 512 * internal::PackedGroupK(f.has_min, f.fifth).bytes;
+  }
   return (cols + 511) / 512 * GroupOf(FieldsOf(type)).bytes;
 }
 
 void PackRows(const WeightView& w, uint8_t* dst) {
+  if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   const Block32Fields f = FieldsOf(w.type);
   const internal::PackedGroupLayout layout = GroupOf(f);
   const int64_t nb = w.cols / 32, packed_row = PackedRowBytes(w.type, w.cols);

@@ -192,7 +192,7 @@ bool F16FastPath(F16Matmul mode, SimdLevel level, int64_t n) {
 double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_t n,
              bool packed = false) {
   const float* w = m.deq.data() + r * m.cols;
-  const int64_t act_block = IsKQuant(m.type) ? 256 : 32;
+  const int64_t act_block = IsKQuant(m.type) && !packed ? 256 : 32;  // packed: kQ8X16
   double s = 0.0, q8 = 0.0;
   for (int64_t b = 0; b < m.cols; b += act_block) {
     double amax = 0.0, wsum = 0.0;
@@ -283,7 +283,8 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
 
 // Batches of up to 8 tokens (the speculative verification sizes) give each token bit for bit what
 // it gets alone: F32 / F16 / BF16 (the tiles) at every level, and at avx512vnni+ Q8_0 (below its
-// token-lane kernel), the K-quants (RowK; Q6_K's tiles) and the packed 32-blocks.
+// token-lane kernel), the K-quants (RowK; Q6_K's tiles) and the packed rows (32-blocks, Q4_K,
+// Q5_K, IQ4_XS; the K-quants also from the file's rows).
 TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
   struct Case {
     GgmlType type;
@@ -301,19 +302,22 @@ TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
         Case{GgmlType::kF32, {7, 100, 2080}, false}}) {
     if (c.vnni_only && !vnni) continue;
     for (int64_t cols : c.cols) {
-      const int64_t rows = 19;
-      Matrix m = RandomMatrix(c.type, rows, cols, 5);
-      if (CanPackRows(c.type)) m.Pack();
-      const std::vector<float> x = RandomActivations(8, cols, 6);
-      for (int64_t n = 2; n <= 8; ++n) {
-        std::vector<float> y(static_cast<size_t>(n * rows));
-        MatMul(m.view(), x.data(), n, y.data());
-        for (int64_t t = 0; t < n; ++t) {
-          std::vector<float> alone(static_cast<size_t>(rows));
-          MatMul(m.view(), x.data() + t * cols, 1, alone.data());
-          for (int64_t r = 0; r < rows; ++r) {
-            ASSERT_EQ(y[t * rows + r], alone[r])
-                << TypeName(c.type) << " cols " << cols << " n " << n << " t " << t;
+      for (bool pack : {false, true}) {
+        if (pack != CanPackRows(c.type) && (pack || c.type == GgmlType::kQ4_0)) continue;
+        const int64_t rows = 19;
+        Matrix m = RandomMatrix(c.type, rows, cols, 5);
+        if (pack) m.Pack();
+        const std::vector<float> x = RandomActivations(8, cols, 6);
+        for (int64_t n = 2; n <= 8; ++n) {
+          std::vector<float> y(static_cast<size_t>(n * rows));
+          MatMul(m.view(), x.data(), n, y.data());
+          for (int64_t t = 0; t < n; ++t) {
+            std::vector<float> alone(static_cast<size_t>(rows));
+            MatMul(m.view(), x.data() + t * cols, 1, alone.data());
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(y[t * rows + r], alone[r]) << TypeName(c.type) << " cols " << cols << " n "
+                                                   << n << " t " << t << " packed " << pack;
+            }
           }
         }
       }
@@ -365,17 +369,22 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
-// Packed rows (PackRows) of the blocks-of-32 types: within the same bounds (+ 1e-4 * S, the
-// offset is applied in fp32) for batches on both sides of the int16 path (cols with partial
-// groups of 16 blocks), and below it each token's outputs bit-identical to those of a call with
-// that token alone and of the same call with 1 thread.
+// Packed rows (PackRows) of the blocks-of-32 types and of Q4_K, Q5_K, IQ4_XS: within the same
+// bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
+// blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
+// partial groups of 16 blocks; K-quants: odd super-block counts), and below it each token's
+// outputs bit-identical to those of a call with that token alone and of the same call with 1
+// thread.
 class PackedMatMulTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   const auto [type, level] = GetParam();
   ASSERT_TRUE(CanPackRows(type));
+  const bool k_quant = IsKQuant(type);
+  const std::vector<int64_t> col_list = k_quant ? std::vector<int64_t>{256, 512, 768, 1280, 4352}
+                                                : std::vector<int64_t>{32, 64, 96, 544, 1056, 4096};
   uint32_t seed = 100;
-  for (int64_t cols : {32, 64, 96, 544, 1056, 4096}) {
+  for (int64_t cols : col_list) {
     for (int64_t rows : {1, 3, 5, 37}) {
       if (cols >= 4096 && rows < 37) continue;
       Matrix m = RandomMatrix(type, rows, cols, seed++);
@@ -388,7 +397,9 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
         MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
         ExpectMatches(m, x, n, y, level);
         if (n >= 128) continue;
-        {  // the same int8 activations as the file-row kernel: equal up to fp32 rounding
+        // The same int8 activations as the file-row kernel (not the K-quants', whose activation
+        // blocks are 256 long): equal up to fp32 rounding.
+        if (!k_quant) {
           Matrix file = m;
           file.packed.clear();
           std::vector<float> yf(y.size());
@@ -422,7 +433,8 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
 INSTANTIATE_TEST_SUITE_P(PackableTypesAndLevels, PackedMatMulTest,
                          ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
                                                               GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                                              GgmlType::kIQ4_NL),
+                                                              GgmlType::kIQ4_NL, GgmlType::kQ4_K,
+                                                              GgmlType::kQ5_K, GgmlType::kIQ4_XS),
                                             ::testing::ValuesIn(Levels())),
                          ParamName);
 
@@ -513,11 +525,19 @@ TEST(MatMulApiTest, LevelNamesParse) {
   if (DetectSimdLevel() >= SimdLevel::kAvx512Vnni) {
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Vnni), "avx512vnni/q4_k");
     EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Bf16), "avx512vnni/q4_k");
+    EXPECT_STREQ(KernelName(GgmlType::kQ4_K, SimdLevel::kAvx512Vnni, true), "avx512vnni/q4_kx16");
+    EXPECT_STREQ(KernelName(GgmlType::kIQ4_XS, SimdLevel::kAvx512Vnni, true),
+                 "avx512vnni/iq4_xsx16");
     EXPECT_STREQ(KernelName(GgmlType::kQ5_1, SimdLevel::kAvx512Vnni, true), "avx512vnni/q5_1x16");
   }
   EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kPortable, true), "portable/dequant+f32");
-  EXPECT_FALSE(CanPackRows(GgmlType::kQ4_K));
+  EXPECT_FALSE(CanPackRows(GgmlType::kQ6_K));
+  EXPECT_FALSE(CanPackRows(GgmlType::kQ8_0));
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_0, 544), 2 * 16 * 22);
+  // Two super-blocks per group: fp16 d and dmin x 2, 16 scale and 16 min bytes, (qh,) qs.
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ4_K, 768), 2 * (8 + 32 + 256));
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_K, 512), 8 + 32 + 64 + 256);
+  EXPECT_EQ(PackedRowBytes(GgmlType::kIQ4_XS, 256), 4 + 16 + 256);
 }
 
 // MatMulSameInput gives MatMul's bits for every matrix, also when their types differ (a
