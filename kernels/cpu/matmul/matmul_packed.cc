@@ -144,23 +144,44 @@ void PackSuper(const SuperFields& f, const internal::PackedGroupLayout& layout, 
   }
 }
 
-void PackSuperRows(const WeightView& w, const SuperFields& f, uint8_t* dst) {
-  const internal::PackedGroupLayout layout = internal::PackedGroupK(f.has_min, f.fifth);
-  const int64_t nsb = w.cols / quants::kQK_K, packed_row = PackedRowBytes(w.type, w.cols);
+// Calls pack_row(row, out) for every row of w in parallel, out: its packed row at dst, zeroed.
+template <typename PackRow>
+void ForEachPackedRow(const WeightView& w, uint8_t* dst, PackRow&& pack_row) {
+  const int64_t packed_row = PackedRowBytes(w.type, w.cols);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.rows), [&](const auto& range) {
-    SuperBlock s;
     for (int64_t r = range.begin(); r < range.end(); ++r) {
       uint8_t* out = dst + r * packed_row;
       std::memset(out, 0, static_cast<size_t>(packed_row));
-      for (int64_t sb = 0; sb < nsb; ++sb) {
-        const uint8_t* b = w.row(r) + sb * f.bytes;
-        if (w.type == GgmlType::kIQ4_XS) {
-          DecodeIQ4XS(b, &s);
-        } else {
-          DecodeQ45K(b, f.fifth, &s);
-        }
-        PackSuper(f, layout, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
+      pack_row(w.row(r), out);
+    }
+  });
+}
+
+void PackSuperRows(const WeightView& w, const SuperFields& f, uint8_t* dst) {
+  const internal::PackedGroupLayout layout = internal::PackedGroupK(f.has_min, f.fifth);
+  const int64_t nsb = w.cols / quants::kQK_K;
+  ForEachPackedRow(w, dst, [&](const uint8_t* row, uint8_t* out) {
+    SuperBlock s;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const uint8_t* b = row + sb * f.bytes;
+      if (w.type == GgmlType::kIQ4_XS) {
+        DecodeIQ4XS(b, &s);
+      } else {
+        DecodeQ45K(b, f.fifth, &s);
       }
+      PackSuper(f, layout, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
+    }
+  });
+}
+
+void PackBlock32Rows(const WeightView& w, uint8_t* dst) {
+  const Block32Fields f = FieldsOf(w.type);
+  const internal::PackedGroupLayout layout = GroupOf(f);
+  const int64_t nb = w.cols / 32;
+  ForEachPackedRow(w, dst, [&](const uint8_t* row, uint8_t* out) {
+    for (int64_t b = 0; b < nb; ++b) {
+      PackBlock(f, layout, row + b * f.bytes, static_cast<int>(b % 16),
+                out + b / 16 * layout.bytes);
     }
   });
 }
@@ -180,19 +201,7 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 
 void PackRows(const WeightView& w, uint8_t* dst) {
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
-  const Block32Fields f = FieldsOf(w.type);
-  const internal::PackedGroupLayout layout = GroupOf(f);
-  const int64_t nb = w.cols / 32, packed_row = PackedRowBytes(w.type, w.cols);
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.rows), [&](const auto& range) {
-    for (int64_t r = range.begin(); r < range.end(); ++r) {
-      uint8_t* out = dst + r * packed_row;
-      std::memset(out, 0, static_cast<size_t>(packed_row));
-      for (int64_t b = 0; b < nb; ++b) {
-        PackBlock(f, layout, w.row(r) + b * f.bytes, static_cast<int>(b % 16),
-                  out + b / 16 * layout.bytes);
-      }
-    }
-  });
+  PackBlock32Rows(w, dst);
 }
 
 }  // namespace pagoda::cpu::mm
