@@ -47,6 +47,8 @@ constexpr MixInfo kMixes[] = {
     {QuantMix::kQ5_K_M, "q5_k_m", 17, GgmlType::kQ5_K},
     {QuantMix::kQ3_K_M, "q3_k_m", 12, GgmlType::kQ3_K},
     {QuantMix::kQ2_K, "q2_k", 10, GgmlType::kQ2_K},
+    {QuantMix::kIQ4_NL, "iq4_nl", 25, GgmlType::kIQ4_NL},
+    {QuantMix::kIQ4_XS, "iq4_xs", 30, GgmlType::kIQ4_XS},
 };
 
 const MixInfo& InfoOf(QuantMix mix) {
@@ -67,6 +69,10 @@ std::optional<GgmlType> AttnVType(QuantMix mix, int layer, const MixContext& ctx
       return layer < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
     case QuantMix::kQ2_K:
       return ctx.n_gqa >= 4 ? GgmlType::kQ4_K : GgmlType::kQ3_K;
+    case QuantMix::kIQ4_NL:
+    case QuantMix::kIQ4_XS:
+      if (ctx.n_gqa >= 4) return GgmlType::kQ5_K;
+      return std::nullopt;
     default:
       return std::nullopt;
   }
@@ -83,6 +89,10 @@ std::optional<GgmlType> FfnDownType(QuantMix mix, int layer, const MixContext& c
       return layer < ctx.n_layers / 16 ? GgmlType::kQ5_K : GgmlType::kQ4_K;
     case QuantMix::kQ2_K:
       return GgmlType::kQ3_K;
+    case QuantMix::kIQ4_NL:
+    case QuantMix::kIQ4_XS:
+      if (layer < ctx.n_layers / 8) return GgmlType::kQ5_K;
+      return std::nullopt;
     default:
       return std::nullopt;
   }

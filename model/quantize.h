@@ -1,5 +1,5 @@
 // Quantizing a model: the per-tensor type choice of llama.cpp's quantization mixes (Q8_0, Q4_0,
-// Q4_K_M, Q5_0, Q5_K_M, Q3_K_M, Q2_K) and `QuantizeGguf`, which rewrites a GGUF (F32/F16/BF16 or
+// Q4_K_M, Q5_0, Q5_K_M, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS) and `QuantizeGguf`, which rewrites a GGUF (F32/F16/BF16 or
 // any dequantizable source) with its 2-D weights quantized. Used by `pagoda quantize` and `pagoda
 // make-model --dtype`.
 //
@@ -15,6 +15,8 @@
 //    in layers < n_layers / 16, else Q4_K; attn_output Q4_K.
 //  * Q2_K: 2-D weights Q2_K; output Q6_K; attn_v Q4_K when heads / kv heads >= 4 (GQA), else
 //    Q3_K; ffn_down and attn_output Q3_K.
+//  * IQ4_NL / IQ4_XS: 2-D weights of that type; output Q6_K; attn_v Q5_K with GQA (heads / kv
+//    heads >= 4); ffn_down Q5_K in layers < n_layers / 8.
 //    (llama.cpp counts attn_v tensors in file order where these rules say layer; the same for
 //    llama.cpp's own files, which store layers in order.)
 //  * Fallback when the row length (ne[0]) is not a multiple of the chosen block size (256 for
@@ -34,19 +36,21 @@
 
 namespace pagoda {
 
-enum class QuantMix { kQ8_0, kQ4_0, kQ4_K_M, kQ5_0, kQ5_K_M, kQ3_K_M, kQ2_K };
+enum class QuantMix { kQ8_0, kQ4_0, kQ4_K_M, kQ5_0, kQ5_K_M, kQ3_K_M, kQ2_K, kIQ4_NL, kIQ4_XS };
 
-// "q8_0" | "q4_0" | "q4_k_m" | "q5_0" | "q5_k_m" | "q3_k_m" | "q2_k" (case-insensitive).
+// "q8_0" | "q4_0" | "q4_k_m" | "q5_0" | "q5_k_m" | "q3_k_m" | "q2_k" | "iq4_nl" | "iq4_xs"
+// (case-insensitive).
 std::optional<QuantMix> ParseQuantMix(std::string_view name);
 // "one of q8_0, q4_0, ..." for error messages and --help.
 std::string DescribeQuantMixes();
 const char* QuantMixName(QuantMix mix);  // "q8_0", ...
 GgmlType QuantMixBaseType(QuantMix mix);  // the type most weights get: Q4_K for q4_k_m, ...
 // The GGUF general.file_type (llama_ftype) of the mix: Q8_0 = 7, Q4_0 = 2, Q4_K_M = 15,
-// Q5_0 = 8, Q5_K_M = 17, Q3_K_M = 12, Q2_K = 10.
+// Q5_0 = 8, Q5_K_M = 17, Q3_K_M = 12, Q2_K = 10, IQ4_NL = 25, IQ4_XS = 30.
 uint32_t QuantMixFileType(QuantMix mix);
 // The mix whose base weight type is `dtype` (what `make-model --dtype` means by a quantized
-// type: Q8_0, Q4_0, Q4_K -> Q4_K_M, Q5_0, Q5_K -> Q5_K_M, Q3_K -> Q3_K_M, Q2_K); nullopt for
+// type: Q8_0, Q4_0, Q4_K -> Q4_K_M, Q5_0, Q5_K -> Q5_K_M, Q3_K -> Q3_K_M, Q2_K, IQ4_NL,
+// IQ4_XS); nullopt for
 // float types (written uniformly).
 std::optional<QuantMix> MixForDtype(GgmlType dtype);
 

@@ -117,5 +117,10 @@ void QuantizeRowQ5_1(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ2_K(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ3_K(const float* src, uint8_t* dst, int64_t n);
 void QuantizeRowQ5_K(const float* src, uint8_t* dst, int64_t n);
+// IQ4_NL / IQ4_XS: per block of 32 the x^2-weighted least-squares scale for the 16 non-linear
+// levels, searched over 15 inverse scales around absmax / 127; IQ4_XS then rounds each block's
+// scale to a 6-bit multiple of the super-block's d and refits the codes.
+void QuantizeRowIQ4_NL(const float* src, uint8_t* dst, int64_t n);
+void QuantizeRowIQ4_XS(const float* src, uint8_t* dst, int64_t n);
 
 }  // namespace pagoda::quants

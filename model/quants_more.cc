@@ -1,5 +1,4 @@
-// Dequantizers (and reference quantizers where `pagoda quantize` needs them) of the GGML block
-// formats Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32) and Q2_K, Q3_K, Q5_K, IQ4_XS (super-blocks of
+// Dequantizers and reference quantizers of the GGML block formats Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32) and Q2_K, Q3_K, Q5_K, IQ4_XS (super-blocks of
 // 256). The byte layouts are in model/quants.h.
 #include <algorithm>
 #include <cmath>
@@ -380,6 +379,91 @@ void QuantizeBlockQ5_K(const float* x, uint8_t* y) {
   }
 }
 
+// IQ4_NL / IQ4_XS (ggml's quantize_row_iq4_nl_impl with ntry 7 and no importance matrix).
+// The index of the level of kIQ4Levels nearest x; a tie goes to the upper level.
+int NearestIQ4Level(float x) {
+  if (x <= kIQ4Levels[0]) return 0;
+  if (x >= kIQ4Levels[15]) return 15;
+  int lo = 0, hi = 15;  // kIQ4Levels[lo] <= x < kIQ4Levels[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (x < kIQ4Levels[mid] ? hi : lo) = mid;
+  }
+  return x - kIQ4Levels[hi - 1] < kIQ4Levels[hi] - x ? hi - 1 : hi;
+}
+
+// The x^2-weighted least-squares scale of 32 values for the levels they round to at inverse
+// scale `id`: sum w q x / sum w q^2, with its gain (sum w q x)^2 / sum w q^2 compared by the caller.
+struct IQ4Fit {
+  float sumqx = 0, sumq2 = 0;
+};
+IQ4Fit FitIQ4Levels(const float* x, float id) {
+  IQ4Fit f;
+  for (int j = 0; j < 32; ++j) {
+    const float q = kIQ4Levels[NearestIQ4Level(id * x[j])];
+    const float w = x[j] * x[j];
+    f.sumqx += w * q * x[j];
+    f.sumq2 += w * q * q;
+  }
+  return f;
+}
+
+// The scale of a block of 32: from the signed absmax (mapped to the level -127), refined by the
+// least-squares fit, then the best of 15 inverse scales around it. 0 for an all-zero block.
+float ScaleIQ4Block(const float* x) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax < kGroupMaxEps) return 0;
+  IQ4Fit f = FitIQ4Levels(x, 1 / (-max / kIQ4Levels[0]));
+  float d = f.sumqx / f.sumq2, best = d * f.sumqx;
+  for (int step = -7; step <= 7; ++step) {
+    f = FitIQ4Levels(x, static_cast<float>(step + kIQ4Levels[0]) / max);
+    if (f.sumq2 > 0 && f.sumqx * f.sumqx > best * f.sumq2) {
+      d = f.sumqx / f.sumq2;
+      best = d * f.sumqx;
+    }
+  }
+  return d;
+}
+
+// The 16 code bytes of a block of 32 at scale d (element j low nibble, j + 16 high).
+void StoreIQ4Codes(const float* x, float d, uint8_t* qs) {
+  const float id = d != 0 ? 1 / d : 0.f;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>(NearestIQ4Level(id * x[j]) |
+                                 NearestIQ4Level(id * x[j + 16]) << 4);
+  }
+}
+
+// IQ4_XS: each sub-block's scale, then the super-block's d = -(signed largest scale) / 32 and
+// each scale rounded to a 6-bit multiple of it; the codes refit to those rounded scales.
+void QuantizeBlockIQ4_XS(const float* x, uint8_t* y) {
+  float scales[8], max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    scales[ib] = ScaleIQ4Block(x + 32 * ib);
+    if (std::fabs(scales[ib]) > amax_scale) {
+      amax_scale = std::fabs(scales[ib]);
+      max_scale = scales[ib];
+    }
+  }
+  const float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.f;
+  StoreFp16(y, d);
+  uint16_t scales_h = 0;
+  std::memset(y + 4, 0, 4);
+  for (int ib = 0; ib < 8; ++ib) {
+    const int l = std::clamp(NearestInt(id * scales[ib]), -32, 31);
+    StoreIQ4Codes(x + 32 * ib, d * static_cast<float>(l), y + 8 + 16 * ib);
+    y[4 + ib / 2] |= static_cast<uint8_t>(((l + 32) & 15) << (4 * (ib % 2)));
+    scales_h |= static_cast<uint16_t>(((l + 32) >> 4) << (2 * ib));
+  }
+  std::memcpy(y + 2, &scales_h, 2);
+}
+
 }  // namespace
 
 void QuantizeRowQ2_K(const float* src, uint8_t* dst, int64_t n) {
@@ -397,6 +481,20 @@ void QuantizeRowQ3_K(const float* src, uint8_t* dst, int64_t n) {
 void QuantizeRowQ5_K(const float* src, uint8_t* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     QuantizeBlockQ5_K(src + b * kQK_K, dst + b * kBlockBytesQ5_K);
+  }
+}
+
+void QuantizeRowIQ4_NL(const float* src, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b, src += 32, dst += kBlockBytesIQ4_NL) {
+    const float d = ScaleIQ4Block(src);
+    StoreFp16(dst, d);
+    StoreIQ4Codes(src, d, dst + 2);
+  }
+}
+
+void QuantizeRowIQ4_XS(const float* src, uint8_t* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    QuantizeBlockIQ4_XS(src + b * kQK_K, dst + b * kBlockBytesIQ4_XS);
   }
 }
 

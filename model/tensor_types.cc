@@ -34,8 +34,8 @@ constexpr std::array<GgmlTypeTraits, 22> kTraits = {{
     {GgmlType::kQ5_K, "Q5_K", kQK_K, 2 * 2 + 12 + kQK_K / 8 + kQK_K / 2, true, true},
     {GgmlType::kQ6_K, "Q6_K", kQK_K, 2 + kQK_K / 16 + 3 * kQK_K / 4, true, true},
     {GgmlType::kQ8_K, "Q8_K", kQK_K, 4 + kQK_K + kQK_K / 16 * 2, false, false},
-    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 2 + 16, true, false},
-    {GgmlType::kIQ4_XS, "IQ4_XS", kQK_K, 2 + 2 + kQK_K / 64 + kQK_K / 2, true, false},
+    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 2 + 16, true, true},
+    {GgmlType::kIQ4_XS, "IQ4_XS", kQK_K, 2 + 2 + kQK_K / 64 + kQK_K / 2, true, true},
     {GgmlType::kI8, "I8", 1, 1, false, false},
     {GgmlType::kI16, "I16", 1, 2, false, false},
     {GgmlType::kI32, "I32", 1, 4, false, false},
@@ -236,6 +236,12 @@ void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {
       return;
     case GgmlType::kQ5_K:
       quants::QuantizeRowQ5_K(src, bytes, n);
+      return;
+    case GgmlType::kIQ4_NL:
+      quants::QuantizeRowIQ4_NL(src, bytes, n);
+      return;
+    case GgmlType::kIQ4_XS:
+      quants::QuantizeRowIQ4_XS(src, bytes, n);
       return;
     default:
       break;

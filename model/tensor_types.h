@@ -62,8 +62,8 @@ std::optional<int64_t> RowBytes(GgmlType type, int64_t n);
 // Precondition: TypeTraits(type).can_dequantize.
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
 // Quantizes one row of n floats into `dst` (RowBytes(type, n) bytes). Supports F32, F16, BF16,
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (ggml's reference quantizers;
-// see model/quants.h); not IQ4_NL / IQ4_XS.
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS (ggml's
+// quantizers without an importance matrix; see model/quants.h).
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n);
 // TypeTraits(type).can_quantize: whether QuantizeRow supports `type`.
 bool CanQuantize(GgmlType type);

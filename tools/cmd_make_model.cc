@@ -59,7 +59,7 @@ void RegisterMakeModel(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"tiny", "small", "medium"}));
   cmd->add_option("--dtype", args->dtype,
                   "f32 | f16 | bf16 | q4_1 | q5_1, or a `pagoda quantize` mix: q8_0 | q4_0 | q4_k_m | "
-                  "q5_0 | q5_k_m | q3_k_m | q2_k")
+                  "q5_0 | q5_k_m | q3_k_m | q2_k | iq4_nl | iq4_xs")
       ->capture_default_str();
   cmd->add_option("--vocab-from", args->options.vocab_from,
                   "tokenizer.model or GGUF to take the vocabulary from (default: built-in "

@@ -1,5 +1,5 @@
-// `pagoda quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_0|q5_k_m|q3_k_m|q2_k`: rewrites a GGUF with
-// its 2-D weights quantized (see model/quantize.h for the per-tensor mix).
+// `pagoda quantize IN OUT --type q8_0|q4_0|q4_k_m|q5_0|q5_k_m|q3_k_m|q2_k|iq4_nl|iq4_xs`: rewrites
+// a GGUF with its 2-D weights quantized (see model/quantize.h for the per-tensor mix).
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -79,7 +79,8 @@ void RegisterQuantize(CLI::App& app, int* exit_code) {
                   "llama.cpp's mixes: q8_0 | q4_0 / q5_0 (output.weight Q6_K) | q4_k_m / q5_k_m "
                   "(Q4_K / Q5_K, with Q6_K for output.weight and attn_v/ffn_down in about half "
                   "the layers) | q3_k_m (Q3_K; attn_v Q5_K/Q4_K, attn_output and ffn_down Q4_K) | "
-                  "q2_k (Q2_K; attn_v Q4_K with GQA, attn_output and ffn_down Q3_K)")
+                  "q2_k (Q2_K; attn_v Q4_K with GQA, attn_output and ffn_down Q3_K) | iq4_nl / "
+                  "iq4_xs (output.weight Q6_K, attn_v Q5_K with GQA)")
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "Print a JSON summary (sizes, types) on stdout");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");

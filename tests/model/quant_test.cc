@@ -23,6 +23,7 @@
 #include "kernels/cpu/packed_weights.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/quantize.h"
 #include "model/quants.h"
 #include "model/tensor_types.h"
 #include "tests/reference/llama_forward.h"
@@ -271,7 +272,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTripCase{GgmlType::kQ4_1, 0.13}, RoundTripCase{GgmlType::kQ5_0, 0.07},
                       RoundTripCase{GgmlType::kQ5_1, 0.07}, RoundTripCase{GgmlType::kQ2_K, 0.45},
                       RoundTripCase{GgmlType::kQ3_K, 0.25}, RoundTripCase{GgmlType::kQ4_K, 0.11},
-                      RoundTripCase{GgmlType::kQ5_K, 0.06}, RoundTripCase{GgmlType::kQ6_K, 0.03}),
+                      RoundTripCase{GgmlType::kQ5_K, 0.06}, RoundTripCase{GgmlType::kQ6_K, 0.03},
+                      RoundTripCase{GgmlType::kIQ4_NL, 0.11},
+                      RoundTripCase{GgmlType::kIQ4_XS, 0.11}),
     [](const auto& info) { return std::string(TypeName(info.param.type)); });
 
 // ---- llama.cpp-quantized data ------------------------------------------------------------
@@ -366,7 +369,8 @@ TEST(LlamaCppQuantized, OurQuantizersReproduceLlamaCppBlocks) {
   ASSERT_TRUE(f32);
   int64_t total_checked = 0;
   for (const char* file :
-       {"q4_0", "q4_1", "q5_0", "q5_1", "q5_k_m", "q5_k_s", "q3_k_m", "q3_k_s", "q2_k", "q6_k"}) {
+       {"q4_0", "q4_1", "q5_0", "q5_1", "q5_k_m", "q5_k_s", "q3_k_m", "q3_k_s", "q2_k", "q6_k",
+        "iq4_nl", "iq4_xs"}) {
     auto q = OpenShared(std::string("models/synth-gqa/llama-gqa-") + file + ".gguf");
     ASSERT_TRUE(q);
     int64_t blocks = 0, same = 0;
@@ -553,7 +557,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "llama-gqa-q5_k_m.gguf"},
         CliCase{"q3_k_m", 12, "llama-gqa-q3_k_m.reference.json", 0.8, 0.16,
                 "llama-gqa-q3_k_m.gguf"},
-        CliCase{"q2_k", 10, "llama-gqa-q2_k.reference.json", 1.0, 0.16, "llama-gqa-q2_k.gguf"}),
+        CliCase{"q2_k", 10, "llama-gqa-q2_k.reference.json", 1.0, 0.16, "llama-gqa-q2_k.gguf"},
+        CliCase{"iq4_nl", 25, "llama-gqa-iq4_nl.reference.json", 0.7, 0.12,
+                "llama-gqa-iq4_nl.gguf"},
+        CliCase{"iq4_xs", 30, "llama-gqa-iq4_xs.reference.json", 0.8, 0.16,
+                "llama-gqa-iq4_xs.gguf"}),
     [](const auto& info) { return std::string(info.param.type); });
 
 // An unknown --type is refused with the list of mixes (exit code 2, nothing written).
@@ -565,10 +573,33 @@ TEST(QuantizeCliErrors, UnknownTypeListsTheMixes) {
       "2>&1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--type: 'q9_k' (expected one of q8_0, q4_0, q4_k_m, q5_0, q5_k_m, "
-                       "q3_k_m, q2_k)"),
+                       "q3_k_m, q2_k, iq4_nl, iq4_xs)"),
             std::string::npos)
       << r.out;
   EXPECT_FALSE(std::ifstream(out).good());
+}
+
+// The IQ4 mixes on a 32-layer model (the synth files have 4 layers, too few for the ffn_down rule):
+// output Q6_K, attn_v Q5_K only with GQA, ffn_down Q5_K in the first eighth of the layers, rows
+// that do not fit the blocks fall back to Q8_0.
+TEST(QuantMixes, IQ4MixesFollowLlamaCppRules) {
+  for (const QuantMix mix : {QuantMix::kIQ4_NL, QuantMix::kIQ4_XS}) {
+    const GgmlType base = QuantMixBaseType(mix);
+    const MixContext gqa{32, true, 8}, mha{32, true, 1};
+    const std::vector<int64_t> ne = {4096, 4096};
+    EXPECT_EQ(TensorTypeForMix(mix, "output.weight", ne, gqa), GgmlType::kQ6_K);
+    EXPECT_EQ(TensorTypeForMix(mix, "token_embd.weight", ne, gqa), base);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.7.attn_v.weight", ne, gqa), GgmlType::kQ5_K);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.7.attn_v.weight", ne, mha), base);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.3.ffn_down.weight", ne, gqa), GgmlType::kQ5_K);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.4.ffn_down.weight", ne, gqa), base);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.0.attn_output.weight", ne, gqa), base);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.0.attn_norm.weight", {4096}, gqa), GgmlType::kF32);
+    EXPECT_EQ(TensorTypeForMix(mix, "blk.9.ffn_up.weight", {4128, 64}, gqa),
+              mix == QuantMix::kIQ4_NL ? base : GgmlType::kQ8_0);
+    EXPECT_EQ(MixForDtype(base), mix);
+    EXPECT_EQ(ParseQuantMix(mix == QuantMix::kIQ4_NL ? "IQ4_NL" : "iq4_xs"), mix);
+  }
 }
 
 TEST(MakeModelCli, Q4KMAndQ4_0DtypesFollowTheMix) {
