@@ -8,7 +8,7 @@
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
 // 2-core target machine. The level is the best the CPU has; cap it with PAGODA_KERNELS=avx2 etc.
 // (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program. Types with packed
-// rows (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, IQ4_XS) are packed as the CPU backend packs them unless
+// rows (every block-quantized type but Q8_0) are packed as the CPU backend packs them unless
 // PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way.
 // Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>

@@ -26,10 +26,9 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "activations rounded to bf16, on AVX512-BF16)")
       ->check(CLI::IsMember({"exact", "int16", "bf16"}));
   cmd->add_option("--pack-weights", flags->pack_weights,
-                  "Copy Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q4_K/Q5_K/IQ4_XS matrices at load into the "
-                  "layout their SIMD "
-                  "kernels read fastest: on | off (default: the config's backend.pack_weights, "
-                  "on)")
+                  "Copy the matrices of every block-quantized type but Q8_0 at load into the "
+                  "layout their SIMD kernels read fastest: on | off (default: the config's "
+                  "backend.pack_weights, on)")
       ->check(CLI::IsMember({"on", "off"}));
 }
 

@@ -6,9 +6,8 @@
 //                       (decode rows of a mixed step too: each weight is read once per step)
 //   all rows         -> MLP; then final norm + LM head for the rows that need logits.
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend. With
-// options.pack_weights (default) the matrices of the blocks-of-32 types and of Q4_K, Q5_K and
-// IQ4_XS also get a packed copy
-// (packed_weights.h) that the SIMD matmul kernels read.
+// options.pack_weights (default) the matrices of every block-quantized type but Q8_0 also get a
+// packed copy (packed_weights.h) that the SIMD matmul kernels read.
 // Every kernel (matmul and both attention kernels) runs at the one SIMD level cap of the options;
 // capabilities().kernels names the level in use.
 #pragma once
@@ -43,10 +42,9 @@ struct CpuBackendOptions {
   // How F16 weights are multiplied in batches (kernels/cpu/matmul/matmul.h F16Matmul). Set by
   // the CLI's --f16-matmul (not YAML).
   mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;
-  // Copy Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q4_K / Q5_K / IQ4_XS matrices at load into the
-  // packed layout their SIMD kernels read 1.4-3x faster (decode); costs as much memory again as
-  // those matrices. YAML
-  // `backend.pack_weights`.
+  // Copy the matrices of every block-quantized type but Q8_0 at load into the packed layout
+  // their SIMD kernels read up to 3x faster (decode); costs as much memory again as those
+  // matrices. YAML `backend.pack_weights`.
   bool pack_weights = true;
   bool operator==(const CpuBackendOptions&) const = default;
 };

@@ -1,6 +1,6 @@
 // PackedWeights: the CPU backend's load-time packed copies of a model's matrices
-// (cpu::mm::PackRows: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K and IQ4_XS rows in the layout
-// their kernels read fastest). The file's rows stay where they are (embedding lookups, the
+// (cpu::mm::PackRows: the rows of every block-quantized type but Q8_0 in the layout their
+// kernels read fastest). The file's rows stay where they are (embedding lookups, the
 // portable level and big batches read them); the copies cost as much memory again as those
 // matrices.
 #pragma once

@@ -123,16 +123,18 @@ void InterleavePairs(int8_t* xq, int64_t ld, int32_t* xc) {
 }
 
 // kQ8X16: one token's kQ8 codes (ld a multiple of 512) with each 512's 4-byte groups
-// interleaved by block (matmul_kernels.h), and the scaled block sums xs.
-void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs) {
+// interleaved by block (matmul_kernels.h), the scaled block sums xs and the half-block sums xsum.
+void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum) {
   int8_t group[512];
   for (int64_t g = 0; g < ld / 512; ++g) {
     int8_t* q = xq + g * 512;
     std::memcpy(group, q, 512);
     for (int64_t b = 0; b < 16; ++b) {
-      int32_t sum = 0;
-      for (int64_t i = 0; i < 32; ++i) sum += group[32 * b + i];
-      xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(sum);
+      int32_t half[2] = {0, 0};
+      for (int64_t i = 0; i < 32; ++i) half[i / 16] += group[32 * b + i];
+      xsum[32 * g + b] = static_cast<int16_t>(half[0]);
+      xsum[32 * g + 16 + b] = static_cast<int16_t>(half[1]);
+      xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(half[0] + half[1]);
       for (int64_t v = 0; v < 8; ++v) std::memcpy(q + 64 * v + 4 * b, group + 32 * b + 4 * v, 4);
     }
   }
@@ -195,6 +197,7 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
     p.xs.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    p.xsum.resize(static_cast<size_t>(n * p.view.ld / 16));
   } else if (IsQ8(format)) {
     // kQ8Vec: whole groups of 4 blocks (its kernel's step); else whole block pairs.
     const int64_t unit = (format == ActFormat::kQ8Vec ? 4 : 2) * kQ8Block;
@@ -233,7 +236,8 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
       } else if (format == ActFormat::kQ8X16) {
         const int64_t nbx = ld / kQ8Block;
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * nbx);
-        InterleaveX16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx);
+        InterleaveX16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx,
+                      p.xsum.data() + t * ld / 16);
       } else if (IsQ8(format)) {
         QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
         if (format == ActFormat::kQ8Vec) {

@@ -40,6 +40,9 @@
 //   sub-blocks of 32 as the blocks) are packed the same way, two super-blocks per group with the
 //   sub-block scales and mins unpacked to bytes: against the same activation blocks of 32, each
 //   block's scale d sc and min dmin m formed exactly in fp32 (error: as the blocks of 32).
+//   Q2_K, Q3_K and Q6_K (sub-blocks of 16) too: each block of 32 has two sub-block scales, so
+//   its two halves are dotted in separate int32 sums, the activations carrying half-block sums
+//   for the Q2_K mins and the Q3_K / Q6_K offsets.
 // Batches (matmul.cc MakePlan): Q8_0 with >= 9 tokens at kAvx512Vnni+ uses a token-lane kernel
 // (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, the block-quantized types
 // above with >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
@@ -90,7 +93,7 @@ SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
 const char* KernelName(GgmlType type, SimdLevel level, bool packed = false);
 
 // Load-time packing of rows for faster decode (see "Packed rows" above). CanPackRows: whether
-// `type` has a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, IQ4_XS); PackedRowBytes:
+// `type` has a packed layout (every block-quantized type but Q8_0); PackedRowBytes:
 // the bytes of one packed row of `cols` elements (cols rounded up to 512); PackRows writes w's rows
 // at dst (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed at
 // it; MatMul then reads it where its kernels can.

@@ -32,12 +32,14 @@
 //          xq int8 [n][ld / 512][8 v][16 blocks L][4]   codes 4v..4v+3 of block L
 //          xd fp32 [n][ld / 32]                         block scales (natural order)
 //          xs fp32 [n][ld / 32]                         xd times the sum of the block's codes
+//          xsum int16 [n][ld / 512][2 h][16 L]          the sum of codes 16h..16h+15 of block L
 //   kI16:  xi int16 [n][ld]                  (ld = cols rounded up to 32, zero padded)
 //          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
 //          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
 //
-// Packed rows (PackRows, for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; the K-quants below): each row is cols rounded up to 512
-// (zero blocks: scale 0, codes 0) in groups of 16 blocks, 16 * (the type's block bytes) each:
+// Packed rows (PackRows, for Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; the K-quants below): each row is cols
+// rounded up to 512 (zero blocks: scale 0, codes 0) in groups of 16 blocks, 16 * (the type's block
+// bytes) each:
 //   d  fp16 [16]                 the block scales
 //   m  fp16 [16]                 the mins (Q4_1, Q5_1 only)
 //   qh uint64 [8 v]              5th bits (Q5_0, Q5_1 only): bit 4L + k of word v is the 5th bit
@@ -56,6 +58,17 @@
 //   m    uint8 [16]              sub-block mins (Q4_K, Q5_K only)
 //   qh, qs                       as above (qh: Q5_K only), the codes q (0..31; IQ4_XS: indices)
 // so x = d sc q - dmin m (IQ4_XS: d sc kIQ4Levels[q]) with d sc and dmin m exact in fp32.
+// The K-quants with sub-blocks of 16 (Q2_K, Q3_K, Q6_K) likewise (PackedGroupK16): block L of 32
+// holds sub-blocks 2L (vectors v = 0..3) and 2L + 1 (v = 4..7), so
+//   d    fp16 [2], dmin fp16 [2] (Q2_K only)
+//   sc   uint8 [2 h][16 L]       scale byte of sub-block 2L + h (Q2_K: sc | m << 4 as in the
+//                                file; Q3_K: int8 scale - 32; Q6_K: int8 scale)
+//   qs   uint8 [4 u][16 L][4 k]  (Q6_K only) the low nibbles of the codes, as above
+//   two  uint8 [2 w][16 L][4 k]  bits 2i, 2i + 1: the 2 low bits of element 4 (4w + i) + k of
+//                                block L (Q6_K: the 2 bits above its nibble)
+//   qh   uint64 [8 v]            (Q3_K only) its third bits, as the 5th bits above
+// with codes q: Q2_K 0..3, x = d sc q - dmin m; Q3_K 0..7, x = d s (q - 4); Q6_K 0..63,
+// x = d s (q - 32). Their kernels take the activation sums per 16 (kQ8X16's xsum).
 //
 // I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
 // (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
@@ -82,7 +95,7 @@ struct Activations {
   const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
   const int16_t* xi = nullptr;    // kI16 only
-  const int16_t* xsum = nullptr;  // kQ8K / kQ8KQ4 only
+  const int16_t* xsum = nullptr;  // kQ8K / kQ8KQ4 / kQ8X16 only
   int64_t cols = 0;
   int64_t ld = 0;  // row stride of xb / xq / xi in elements
 };
@@ -130,22 +143,29 @@ QuantizeI16Fn X86I16Quantizer();
 // matmul_quant_x86.cc.
 Kernel X86QuantKernel(SimdLevel level, GgmlType type);
 // Bytes and field offsets of a packed group (the layouts above): of a blocks-of-32 format with
-// `block_bytes` per block and (has_min) a min per block, and of a K-quant with (has_min) mins
-// and (fifth) 5th bits. sc: the K-quants' sub-block scale bytes (-1 for the blocks of 32).
+// `block_bytes` per block and (has_min) a min per block, of a K-quant with sub-blocks of 32 with
+// (has_min) mins and (fifth) 5th bits, and of one with sub-blocks of 16 with (has_min) mins,
+// (nibbles) low nibbles and (third) third bits. sc: the K-quants' sub-block scale bytes; two:
+// the 2-bit planes; -1: no such field.
 struct PackedGroupLayout {
-  int64_t bytes, m, qh, qs, sc;
+  int64_t bytes, m, qh, qs, sc, two;
 };
 constexpr PackedGroupLayout PackedGroup(int64_t block_bytes, bool has_min) {
-  return {16 * block_bytes, 32, has_min ? 64 : 32, 16 * block_bytes - 256, -1};
+  return {16 * block_bytes, 32, has_min ? 64 : 32, 16 * block_bytes - 256, -1, -1};
 }
 constexpr PackedGroupLayout PackedGroupK(bool has_min, bool fifth) {
   const int64_t sc = has_min ? 8 : 4, m = sc + 16, qh = m + (has_min ? 16 : 0);
   const int64_t qs = qh + (fifth ? 64 : 0);
-  return {qs + 256, m, qh, qs, sc};
+  return {qs + 256, m, qh, qs, sc, -1};
+}
+constexpr PackedGroupLayout PackedGroupK16(bool has_min, bool nibbles, bool third) {
+  const int64_t sc = has_min ? 8 : 4, qs = sc + 32, two = qs + (nibbles ? 256 : 0);
+  const int64_t qh = two + 128;
+  return {qh + (third ? 64 : 0), -1, third ? qh : -1, nibbles ? qs : -1, sc, two};
 }
 
-// The x86 kernels for packed rows (kQ8X16 activations) of Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K,
-// Q5_K and IQ4_XS at `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
+// The x86 kernels for packed rows (kQ8X16 activations) of every block-quantized type but Q8_0
+// at `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
 Kernel X86PackedKernel(SimdLevel level, GgmlType type);
 
 }  // namespace pagoda::cpu::mm::internal

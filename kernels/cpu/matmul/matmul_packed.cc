@@ -144,6 +144,84 @@ void PackSuper(const SuperFields& f, const internal::PackedGroupLayout& layout, 
   }
 }
 
+// The K-quants with sub-blocks of 16 (Q2_K, Q3_K, Q6_K): one super-block's fp16 fields, each
+// sub-block's scale byte (Q2_K: sc | m << 4 as in the file; Q3_K: its int8 scale - 32; Q6_K: its
+// int8 scale) and the 256 codes in element order (Q2_K 0..3, Q3_K 0..7, Q6_K 0..63).
+struct HalfSuperBlock {
+  uint8_t d[2], dmin[2];
+  uint8_t sc[16];
+  uint8_t q[256];
+};
+
+// Element e = 128 h + 32 jj + l of Q2_K / Q3_K: its low 2 bits are (qs[32 h + l] >> 2 jj) & 3.
+uint8_t TwoBits(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
+}
+
+void DecodeHalfSuper(GgmlType type, const uint8_t* b, HalfSuperBlock* s) {
+  if (type == GgmlType::kQ2_K) {
+    std::memcpy(s->sc, b, 16);
+    std::memcpy(s->d, b + 80, 2);
+    std::memcpy(s->dmin, b + 82, 2);
+    for (int e = 0; e < 256; ++e) s->q[e] = TwoBits(b + 16, e);
+  } else if (type == GgmlType::kQ3_K) {
+    const uint8_t* sp = b + 96;
+    for (int i = 0; i < 16; ++i) {
+      const int low = i < 8 ? sp[i] & 15 : sp[i - 8] >> 4;
+      const int high = (sp[8 + i % 4] >> (2 * (i / 4))) & 3;
+      s->sc[i] = static_cast<uint8_t>((low | high << 4) - 32);
+    }
+    std::memcpy(s->d, b + 108, 2);
+    for (int e = 0; e < 256; ++e) {
+      const int high = (b[e % 32] >> (4 * (e / 128) + e % 128 / 32)) & 1;
+      s->q[e] = static_cast<uint8_t>(TwoBits(b + 32, e) | high << 2);
+    }
+  } else {  // Q6_K
+    std::memcpy(s->sc, b + 192, 16);
+    std::memcpy(s->d, b + 208, 2);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b + 64 * h;
+      const uint8_t* qh = b + 128 + 32 * h;
+      uint8_t* q = s->q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        q[l] = static_cast<uint8_t>((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4);
+        q[l + 32] = static_cast<uint8_t>((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4);
+        q[l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+        q[l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
+      }
+    }
+  }
+}
+
+// Super-block i (0, 1) of a packed group of sub-blocks of 16 at g (zeroed before): element
+// 32 L + 4 v + k of the group (block L = 8 i + j, j = 0..7) is code c; its sub-block 2 L + v / 4.
+void PackHalfSuper(const internal::PackedGroupLayout& layout, bool has_min, const HalfSuperBlock& s,
+                   int i, uint8_t* g) {
+  std::memcpy(g + 2 * i, s.d, 2);
+  if (has_min) std::memcpy(g + 4 + 2 * i, s.dmin, 2);
+  for (int j = 0; j < 8; ++j) {
+    const int L = 8 * i + j;
+    for (int h = 0; h < 2; ++h) g[layout.sc + 16 * h + L] = s.sc[2 * j + h];
+    for (int v = 0; v < 8; ++v) {
+      uint64_t word = 0;
+      if (layout.qh >= 0) std::memcpy(&word, g + layout.qh + 8 * v, 8);
+      for (int k = 0; k < 4; ++k) {
+        const int c = s.q[32 * j + 4 * v + k];
+        // Q6_K: the low nibble in qs, the 2 bits above it in the 2-bit plane; Q2_K / Q3_K: the
+        // low 2 bits there (Q3_K: the third in qh).
+        const int two = layout.qs >= 0 ? c >> 4 : c & 3;
+        g[layout.two + 64 * (v / 4) + 4 * L + k] |= static_cast<uint8_t>(two << (2 * (v % 4)));
+        if (layout.qs >= 0) {
+          g[layout.qs + 64 * (v % 4) + 4 * L + k] |=
+              static_cast<uint8_t>((c & 15) << (4 * (v / 4)));
+        }
+        if (layout.qh >= 0) word |= static_cast<uint64_t>(c >> 2) << (4 * L + k);
+      }
+      if (layout.qh >= 0) std::memcpy(g + layout.qh + 8 * v, &word, 8);
+    }
+  }
+}
+
 // Calls pack_row(row, out) for every row of w in parallel, out: its packed row at dst, zeroed.
 template <typename PackRow>
 void ForEachPackedRow(const WeightView& w, uint8_t* dst, PackRow&& pack_row) {
@@ -155,6 +233,27 @@ void ForEachPackedRow(const WeightView& w, uint8_t* dst, PackRow&& pack_row) {
       pack_row(w.row(r), out);
     }
   });
+}
+
+void PackHalfRows(const WeightView& w, uint8_t* dst) {
+  const bool has_min = w.type == GgmlType::kQ2_K;
+  const internal::PackedGroupLayout layout =
+      internal::PackedGroupK16(has_min, w.type == GgmlType::kQ6_K, w.type == GgmlType::kQ3_K);
+  const int64_t bytes = w.type == GgmlType::kQ2_K   ? quants::kBlockBytesQ2_K
+                        : w.type == GgmlType::kQ3_K ? quants::kBlockBytesQ3_K
+                                                    : quants::kBlockBytesQ6_K;
+  const int64_t nsb = w.cols / quants::kQK_K;
+  ForEachPackedRow(w, dst, [&](const uint8_t* row, uint8_t* out) {
+    HalfSuperBlock s;
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      DecodeHalfSuper(w.type, row + sb * bytes, &s);
+      PackHalfSuper(layout, has_min, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
+    }
+  });
+}
+
+bool IsHalfType(GgmlType type) {
+  return type == GgmlType::kQ2_K || type == GgmlType::kQ3_K || type == GgmlType::kQ6_K;
 }
 
 void PackSuperRows(const WeightView& w, const SuperFields& f, uint8_t* dst) {
@@ -189,10 +288,16 @@ void PackBlock32Rows(const WeightView& w, uint8_t* dst) {
 }  // namespace
 
 bool CanPackRows(GgmlType type) {
-  return FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0;
+  return FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 || IsHalfType(type);
 }
 
 int64_t PackedRowBytes(GgmlType type, int64_t cols) {
+  if (IsHalfType(type)) {
+    return (cols + 511) / 512 *
+           internal::PackedGroupK16(type == GgmlType::kQ2_K, type == GgmlType::kQ6_K,
+                                    type == GgmlType::kQ3_K)
+               .bytes;
+  }
   if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
     return (cols + 511) / 512 * internal::PackedGroupK(f.has_min, f.fifth).bytes;
   }
@@ -200,6 +305,7 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 }
 
 void PackRows(const WeightView& w, uint8_t* dst) {
+  if (IsHalfType(w.type)) return PackHalfRows(w, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);
 }

@@ -283,8 +283,8 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
 
 // Batches of up to 8 tokens (the speculative verification sizes) give each token bit for bit what
 // it gets alone: F32 / F16 / BF16 (the tiles) at every level, and at avx512vnni+ Q8_0 (below its
-// token-lane kernel), the K-quants (RowK; Q6_K's tiles) and the packed rows (32-blocks, Q4_K,
-// Q5_K, IQ4_XS; the K-quants also from the file's rows).
+// token-lane kernel), the K-quants (RowK; Q6_K's tiles) and the packed rows (every
+// block-quantized type but Q8_0; the K-quants also from the file's rows).
 TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
   struct Case {
     GgmlType type;
@@ -370,7 +370,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
-// Packed rows (PackRows) of the blocks-of-32 types and of Q4_K, Q5_K, IQ4_XS: within the same
+// Packed rows (PackRows) of the blocks-of-32 types and of the K-quants: within the same
 // bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
 // blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
 // partial groups of 16 blocks; K-quants: odd super-block counts), and below it each token's
@@ -435,7 +435,9 @@ INSTANTIATE_TEST_SUITE_P(PackableTypesAndLevels, PackedMatMulTest,
                          ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
                                                               GgmlType::kQ5_0, GgmlType::kQ5_1,
                                                               GgmlType::kIQ4_NL, GgmlType::kQ4_K,
-                                                              GgmlType::kQ5_K, GgmlType::kIQ4_XS),
+                                                              GgmlType::kQ5_K, GgmlType::kIQ4_XS,
+                                                              GgmlType::kQ2_K, GgmlType::kQ3_K,
+                                                              GgmlType::kQ6_K),
                                             ::testing::ValuesIn(Levels())),
                          ParamName);
 
@@ -532,13 +534,17 @@ TEST(MatMulApiTest, LevelNamesParse) {
     EXPECT_STREQ(KernelName(GgmlType::kQ5_1, SimdLevel::kAvx512Vnni, true), "avx512vnni/q5_1x16");
   }
   EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kPortable, true), "portable/dequant+f32");
-  EXPECT_FALSE(CanPackRows(GgmlType::kQ6_K));
   EXPECT_FALSE(CanPackRows(GgmlType::kQ8_0));
+  EXPECT_FALSE(CanPackRows(GgmlType::kF16));
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_0, 544), 2 * 16 * 22);
   // Two super-blocks per group: fp16 d and dmin x 2, 16 scale and 16 min bytes, (qh,) qs.
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ4_K, 768), 2 * (8 + 32 + 256));
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_K, 512), 8 + 32 + 64 + 256);
   EXPECT_EQ(PackedRowBytes(GgmlType::kIQ4_XS, 256), 4 + 16 + 256);
+  // Sub-blocks of 16: fp16 d (and dmin) x 2, 32 scale bytes, (nibbles,) 2-bit planes, (qh).
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ2_K, 512), 8 + 32 + 128);
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ3_K, 512), 4 + 32 + 128 + 64);
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ6_K, 512), 4 + 32 + 256 + 128);
 }
 
 // MatMulSameInput gives MatMul's bits for every matrix, also when their types differ (a
