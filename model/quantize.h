@@ -1,7 +1,7 @@
 // Quantizing a model: the per-tensor type choice of llama.cpp's quantization mixes (Q8_0, Q4_0,
-// Q4_K_M, Q5_0, Q5_K_M, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS) and `QuantizeGguf`, which rewrites a GGUF (F32/F16/BF16 or
-// any dequantizable source) with its 2-D weights quantized. Used by `pagoda quantize` and `pagoda
-// make-model --dtype`.
+// Q4_K_M, Q5_0, Q5_K_M, Q3_K_M, Q2_K, IQ4_NL, IQ4_XS) and `QuantizeGguf`, which rewrites a GGUF
+// (F32/F16/BF16 or any dequantizable source) with its 2-D weights quantized. Used by `pagoda
+// quantize` and `pagoda make-model --dtype`.
 //
 // The mixes (llama.cpp's llama_tensor_get_type, without an importance matrix):
 //  * 1-D tensors (norms, biases) and tensors whose name does not end in "weight": F32.
@@ -17,8 +17,8 @@
 //    Q3_K; ffn_down and attn_output Q3_K.
 //  * IQ4_NL / IQ4_XS: 2-D weights of that type; output Q6_K; attn_v Q5_K with GQA (heads / kv
 //    heads >= 4); ffn_down Q5_K in layers < n_layers / 8.
-//    (llama.cpp counts attn_v tensors in file order where these rules say layer; the same for
-//    llama.cpp's own files, which store layers in order.)
+//  (llama.cpp counts attn_v and ffn_down tensors in file order where these rules say layer; the
+//  same for llama.cpp's own files, which store layers in order.)
 //  * Fallback when the row length (ne[0]) is not a multiple of the chosen block size (256 for
 //    the K-quants, 32 for the others): Q8_0 if ne[0] % 32 == 0, else F16. (llama.cpp falls back
 //    to IQ4_NL / Q5_0 / Q5_1 / Q8_0; Q8_0 is the more accurate choice.)
@@ -43,15 +43,14 @@ enum class QuantMix { kQ8_0, kQ4_0, kQ4_K_M, kQ5_0, kQ5_K_M, kQ3_K_M, kQ2_K, kIQ
 std::optional<QuantMix> ParseQuantMix(std::string_view name);
 // "one of q8_0, q4_0, ..." for error messages and --help.
 std::string DescribeQuantMixes();
-const char* QuantMixName(QuantMix mix);  // "q8_0", ...
+const char* QuantMixName(QuantMix mix);   // "q8_0", ...
 GgmlType QuantMixBaseType(QuantMix mix);  // the type most weights get: Q4_K for q4_k_m, ...
 // The GGUF general.file_type (llama_ftype) of the mix: Q8_0 = 7, Q4_0 = 2, Q4_K_M = 15,
 // Q5_0 = 8, Q5_K_M = 17, Q3_K_M = 12, Q2_K = 10, IQ4_NL = 25, IQ4_XS = 30.
 uint32_t QuantMixFileType(QuantMix mix);
 // The mix whose base weight type is `dtype` (what `make-model --dtype` means by a quantized
 // type: Q8_0, Q4_0, Q4_K -> Q4_K_M, Q5_0, Q5_K -> Q5_K_M, Q3_K -> Q3_K_M, Q2_K, IQ4_NL,
-// IQ4_XS); nullopt for
-// float types (written uniformly).
+// IQ4_XS); nullopt for float types (written uniformly).
 std::optional<QuantMix> MixForDtype(GgmlType dtype);
 
 // llama.cpp's rule for layers that get more bits: the first and last eighth, and every third

@@ -87,6 +87,8 @@ inline constexpr int8_t kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -
 void GetScaleMinK4(int j, const uint8_t* packed, uint8_t* scale, uint8_t* min);
 // Packs 8 six-bit scales and mins into those 12 bytes (Q4_K and Q5_K; inverse of GetScaleMinK4).
 void PackScaleMinK4(const uint8_t* ls, const uint8_t* lm, uint8_t* packed);
+// Q3_K's signed 6-bit scale of sub-block s (0..15) from its 12 packed scale bytes.
+int GetScaleQ3K(const uint8_t* packed, int s);
 
 void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t n);
 void DequantizeRowQ4_K(const uint8_t* src, float* dst, int64_t n);

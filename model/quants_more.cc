@@ -1,5 +1,6 @@
-// Dequantizers and reference quantizers of the GGML block formats Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32) and Q2_K, Q3_K, Q5_K, IQ4_XS (super-blocks of
-// 256). The byte layouts are in model/quants.h.
+// Dequantizers and reference quantizers of the GGML block formats Q4_1, Q5_0, Q5_1, IQ4_NL
+// (blocks of 32) and Q2_K, Q3_K, Q5_K, IQ4_XS (super-blocks of 256). The byte layouts are in
+// model/quants.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -75,16 +76,11 @@ void DequantizeRowIQ4_NL(const uint8_t* src, float* dst, int64_t n) {
 
 // ---- super-blocks of 256 ------------------------------------------------------------------
 
-namespace {
-
-// Q3_K's signed 6-bit scale of sub-block s (0..15).
-int Q3KScale(const uint8_t* packed, int s) {
+int GetScaleQ3K(const uint8_t* packed, int s) {
   const int lo = s < 8 ? packed[s] & 15 : packed[s - 8] >> 4;
   const int hi = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
   return (lo | hi << 4) - 32;
 }
-
-}  // namespace
 
 void DequantizeRowQ2_K(const uint8_t* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b, src += kBlockBytesQ2_K) {
@@ -108,7 +104,7 @@ void DequantizeRowQ3_K(const uint8_t* src, float* dst, int64_t n) {
       const int h = e / 128, jj = (e % 128) / 32, l = e % 32;
       const int low = (qs[32 * h + l] >> (2 * jj)) & 3;
       const int high = (hmask[l] >> (4 * h + jj)) & 1;
-      *dst++ = d * static_cast<float>(Q3KScale(src + 96, e / 16)) *
+      *dst++ = d * static_cast<float>(GetScaleQ3K(src + 96, e / 16)) *
                static_cast<float>((low | high << 2) - 4);
     }
   }
@@ -348,7 +344,7 @@ void QuantizeBlockQ3_K(const float* x, uint8_t* y) {
   }
   const float d = internal::LoadFp16(y + 108);
   for (int j = 0; j < 16; ++j) {  // re-derive the levels against the rounded scales
-    const float dj = d * static_cast<float>(Q3KScale(packed, j));
+    const float dj = d * static_cast<float>(GetScaleQ3K(packed, j));
     if (dj == 0) continue;
     for (int l = 0; l < 16; ++l) {
       L[16 * j + l] = static_cast<int8_t>(std::clamp(NearestInt(x[16 * j + l] / dj), -4, 3) + 4);
@@ -393,7 +389,8 @@ int NearestIQ4Level(float x) {
 }
 
 // The x^2-weighted least-squares scale of 32 values for the levels they round to at inverse
-// scale `id`: sum w q x / sum w q^2, with its gain (sum w q x)^2 / sum w q^2 compared by the caller.
+// scale `id`: sum w q x / sum w q^2, with its gain (sum w q x)^2 / sum w q^2 compared by the
+// caller.
 struct IQ4Fit {
   float sumqx = 0, sumq2 = 0;
 };
@@ -435,8 +432,7 @@ float ScaleIQ4Block(const float* x) {
 void StoreIQ4Codes(const float* x, float d, uint8_t* qs) {
   const float id = d != 0 ? 1 / d : 0.f;
   for (int j = 0; j < 16; ++j) {
-    qs[j] = static_cast<uint8_t>(NearestIQ4Level(id * x[j]) |
-                                 NearestIQ4Level(id * x[j + 16]) << 4);
+    qs[j] = static_cast<uint8_t>(NearestIQ4Level(id * x[j]) | NearestIQ4Level(id * x[j + 16]) << 4);
   }
 }
 

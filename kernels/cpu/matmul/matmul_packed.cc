@@ -1,5 +1,5 @@
-// PackRows: the packed-row layout of the blocks-of-32 formats and of the K-quants with
-// sub-blocks of 32 (matmul_kernels.h "Packed rows"), written once at load. Plain byte moves and
+// PackRows: the packed-row layout of the blocks-of-32 formats and of the K-quants
+// (matmul_kernels.h "Packed rows"), written once at load. Plain byte moves and
 // the unpacking of the K-quants' scales; the kernels that read it are in matmul_quant_x86.inc.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -144,9 +144,33 @@ void PackSuper(const SuperFields& f, const internal::PackedGroupLayout& layout, 
   }
 }
 
-// The K-quants with sub-blocks of 16 (Q2_K, Q3_K, Q6_K): one super-block's fp16 fields, each
-// sub-block's scale byte (Q2_K: sc | m << 4 as in the file; Q3_K: its int8 scale - 32; Q6_K: its
-// int8 scale) and the 256 codes in element order (Q2_K 0..3, Q3_K 0..7, Q6_K 0..63).
+// The K-quants with sub-blocks of 16: their super-block bytes, whether they have mins (Q2_K),
+// low nibbles (Q6_K) and third bits (Q3_K); bytes 0: not such a type.
+struct HalfFields {
+  int64_t bytes = 0;
+  bool has_min = false, nibbles = false, third = false;
+};
+
+HalfFields HalfFieldsOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ2_K:
+      return {quants::kBlockBytesQ2_K, true, false, false};
+    case GgmlType::kQ3_K:
+      return {quants::kBlockBytesQ3_K, false, false, true};
+    case GgmlType::kQ6_K:
+      return {quants::kBlockBytesQ6_K, false, true, false};
+    default:
+      return {};
+  }
+}
+
+internal::PackedGroupLayout GroupOf(const HalfFields& f) {
+  return internal::PackedGroupK16(f.has_min, f.nibbles, f.third);
+}
+
+// Their super-block's fp16 fields, each sub-block's scale byte (Q2_K: sc | m << 4 as in the file;
+// Q3_K: its int8 scale - 32; Q6_K: its int8 scale) and the 256 codes in element order (Q2_K 0..3,
+// Q3_K 0..7, Q6_K 0..63).
 struct HalfSuperBlock {
   uint8_t d[2], dmin[2];
   uint8_t sc[16];
@@ -165,12 +189,7 @@ void DecodeHalfSuper(GgmlType type, const uint8_t* b, HalfSuperBlock* s) {
     std::memcpy(s->dmin, b + 82, 2);
     for (int e = 0; e < 256; ++e) s->q[e] = TwoBits(b + 16, e);
   } else if (type == GgmlType::kQ3_K) {
-    const uint8_t* sp = b + 96;
-    for (int i = 0; i < 16; ++i) {
-      const int low = i < 8 ? sp[i] & 15 : sp[i - 8] >> 4;
-      const int high = (sp[8 + i % 4] >> (2 * (i / 4))) & 3;
-      s->sc[i] = static_cast<uint8_t>((low | high << 4) - 32);
-    }
+    for (int i = 0; i < 16; ++i) s->sc[i] = static_cast<uint8_t>(quants::GetScaleQ3K(b + 96, i));
     std::memcpy(s->d, b + 108, 2);
     for (int e = 0; e < 256; ++e) {
       const int high = (b[e % 32] >> (4 * (e / 128) + e % 128 / 32)) & 1;
@@ -235,25 +254,16 @@ void ForEachPackedRow(const WeightView& w, uint8_t* dst, PackRow&& pack_row) {
   });
 }
 
-void PackHalfRows(const WeightView& w, uint8_t* dst) {
-  const bool has_min = w.type == GgmlType::kQ2_K;
-  const internal::PackedGroupLayout layout =
-      internal::PackedGroupK16(has_min, w.type == GgmlType::kQ6_K, w.type == GgmlType::kQ3_K);
-  const int64_t bytes = w.type == GgmlType::kQ2_K   ? quants::kBlockBytesQ2_K
-                        : w.type == GgmlType::kQ3_K ? quants::kBlockBytesQ3_K
-                                                    : quants::kBlockBytesQ6_K;
+void PackHalfRows(const WeightView& w, const HalfFields& f, uint8_t* dst) {
+  const internal::PackedGroupLayout layout = GroupOf(f);
   const int64_t nsb = w.cols / quants::kQK_K;
   ForEachPackedRow(w, dst, [&](const uint8_t* row, uint8_t* out) {
     HalfSuperBlock s;
     for (int64_t sb = 0; sb < nsb; ++sb) {
-      DecodeHalfSuper(w.type, row + sb * bytes, &s);
-      PackHalfSuper(layout, has_min, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
+      DecodeHalfSuper(w.type, row + sb * f.bytes, &s);
+      PackHalfSuper(layout, f.has_min, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
     }
   });
-}
-
-bool IsHalfType(GgmlType type) {
-  return type == GgmlType::kQ2_K || type == GgmlType::kQ3_K || type == GgmlType::kQ6_K;
 }
 
 void PackSuperRows(const WeightView& w, const SuperFields& f, uint8_t* dst) {
@@ -288,24 +298,20 @@ void PackBlock32Rows(const WeightView& w, uint8_t* dst) {
 }  // namespace
 
 bool CanPackRows(GgmlType type) {
-  return FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 || IsHalfType(type);
+  return FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
 }
 
 int64_t PackedRowBytes(GgmlType type, int64_t cols) {
-  if (IsHalfType(type)) {
-    return (cols + 511) / 512 *
-           internal::PackedGroupK16(type == GgmlType::kQ2_K, type == GgmlType::kQ6_K,
-                                    type == GgmlType::kQ3_K)
-               .bytes;
-  }
+  int64_t group_bytes = GroupOf(FieldsOf(type)).bytes;
+  if (const HalfFields f = HalfFieldsOf(type); f.bytes > 0) group_bytes = GroupOf(f).bytes;
   if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
-    return (cols + 511) / 512 * internal::PackedGroupK(f.has_min, f.fifth).bytes;
+    group_bytes = internal::PackedGroupK(f.has_min, f.fifth).bytes;
   }
-  return (cols + 511) / 512 * GroupOf(FieldsOf(type)).bytes;
+  return (cols + 511) / 512 * group_bytes;
 }
 
 void PackRows(const WeightView& w, uint8_t* dst) {
-  if (IsHalfType(w.type)) return PackHalfRows(w, dst);
+  if (const HalfFields f = HalfFieldsOf(w.type); f.bytes > 0) return PackHalfRows(w, f, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);
 }
