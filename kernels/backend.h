@@ -67,6 +67,9 @@ struct BackendCapabilities {
   int64_t packed_weight_bytes = 0;  // for logs: CPU load-time packed weight copies (0: none)
   // StepSequence::num_logits > 1 (speculative verification) is supported.
   bool multi_token_logits = false;
+  // A sequence's logits do not depend on the other sequences of its steps, on prompt chunking or
+  // on prefix-cache hits (CPU: backend.batch_invariant).
+  bool batch_invariant = false;
 };
 
 class Backend {

@@ -30,6 +30,9 @@ Status RejectKeysTheBackendIgnores(const RuntimeConfig& c) {
     PAGODA_RETURN_IF_ERROR(
         RejectIgnored(c.cpu.threads != cpu::CpuBackendOptions{}.threads, "backend.threads",
                       "backend.type neuron (it sizes the CPU backend's thread arena)"));
+    PAGODA_RETURN_IF_ERROR(
+        RejectIgnored(c.cpu.batch_invariance != cpu::CpuBackendOptions{}.batch_invariance,
+                      "backend.batch_invariant", "backend.type neuron (the CPU kernels' plans)"));
     return RejectIgnored(c.cpu.pack_weights != cpu::CpuBackendOptions{}.pack_weights,
                          "backend.pack_weights", "backend.type neuron (the CPU kernels' layout)");
   }

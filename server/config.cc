@@ -34,7 +34,7 @@ enum class Kind {
 
 using FieldPtr = std::variant<int32_t*, int64_t*, bool*, std::string*, std::vector<std::string>*,
                               SchedulingPolicy*, BackendType*, std::optional<KvDtype>*, LogLevel*,
-                              LogFormat*, SpeculativeMethod*>;
+                              LogFormat*, SpeculativeMethod*, cpu::BatchInvariance*>;
 using Getter = FieldPtr (*)(PagodaConfig&);
 
 // The name tables of the enum fields (owned by the enums' layers). kv_cache.dtype also takes
@@ -45,6 +45,9 @@ EnumNames<KvDtype> NamesOf(std::optional<KvDtype>*) { return kKvDtypeNames; }
 EnumNames<LogLevel> NamesOf(LogLevel*) { return kLogLevelNames; }
 EnumNames<LogFormat> NamesOf(LogFormat*) { return kLogFormatNames; }
 EnumNames<SpeculativeMethod> NamesOf(SpeculativeMethod*) { return kSpeculativeMethodNames; }
+EnumNames<cpu::BatchInvariance> NamesOf(cpu::BatchInvariance*) {
+  return cpu::kBatchInvarianceNames;
+}
 
 template <typename T>
 constexpr bool kIsEnumField = std::is_enum_v<T> || std::is_same_v<T, std::optional<KvDtype>>;
@@ -180,6 +183,7 @@ const std::vector<Field>& Fields() {
       Enum("backend.type", PAGODA_CFG(runtime.backend)),
       Int("backend.threads", cpu::kCpuThreadsRange, PAGODA_CFG(runtime.cpu.threads)),
       Bool("backend.pack_weights", PAGODA_CFG(runtime.cpu.pack_weights)),
+      Enum("backend.batch_invariant", PAGODA_CFG(runtime.cpu.batch_invariance)),
       Str("neuron.runtime_library", PAGODA_CFG(runtime.neuron.runtime_library)),
       Str("neuron.artifacts_dir", PAGODA_CFG(runtime.neuron.artifacts_dir)),
       Str("neuron.manifest", PAGODA_CFG(runtime.neuron.manifest)),

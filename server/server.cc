@@ -298,9 +298,12 @@ int RunServer(const PagodaConfig& cfg) {
   int port = 0;
   auto server = StartGrpc(cfg.server, *creds, service, &port);
   if (!server.ok()) return StartupFailed(server.status(), kExitStartupFailed);
-  spdlog::info("serving {} on {} (port {}), backend {}, kernels {}, packed weights {} MiB",
-               s.ctx.model_name, cfg.server.listen_address, port, s.ctx.backend_name,
-               backend.capabilities().kernels, backend.capabilities().packed_weight_bytes >> 20);
+  spdlog::info(
+      "serving {} on {} (port {}), backend {}, kernels {}, packed weights {} MiB, "
+      "batch-invariant {}",
+      s.ctx.model_name, cfg.server.listen_address, port, s.ctx.backend_name,
+      backend.capabilities().kernels, backend.capabilities().packed_weight_bytes >> 20,
+      backend.capabilities().batch_invariant ? "on" : "off");
   bool unhealthy_reported = false;
   const int sig = WaitForSignal([&] { WatchBackendHealth(s, **server, &unhealthy_reported); });
   spdlog::info("signal {}: draining (grace {} s)", sig, cfg.server.shutdown_grace_seconds);

@@ -30,6 +30,12 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "layout their SIMD kernels read fastest: on | off (default: the config's "
                   "backend.pack_weights, on)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--batch-invariant", flags->batch_invariant,
+                  "A sequence's logits bit for bit independent of the other sequences in its "
+                  "steps, of prompt chunking and of prefix-cache hits (costs quantized and F16 "
+                  "models their fastest batched kernels): auto (on for F32 / BF16 models, where "
+                  "it is free) | on | off (default: the config's backend.batch_invariant, auto)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 
 Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options) {
@@ -49,6 +55,13 @@ Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* option
       !flags.pack_weights.empty() ? flags.pack_weights : Env("PAGODA_PACK_WEIGHTS");
   if (pack == "on" || pack == "1") options->pack_weights = true;
   if (pack == "off" || pack == "0") options->pack_weights = false;
+  const std::string invariant =
+      !flags.batch_invariant.empty() ? flags.batch_invariant : Env("PAGODA_BATCH_INVARIANT");
+  if (invariant == "on" || invariant == "1") options->batch_invariance = cpu::BatchInvariance::kOn;
+  if (invariant == "off" || invariant == "0") {
+    options->batch_invariance = cpu::BatchInvariance::kOff;
+  }
+  if (invariant == "auto") options->batch_invariance = cpu::BatchInvariance::kAuto;
   return Status::Ok();
 }
 

@@ -6,10 +6,12 @@
 //     kernels/cpu/matmul/matmul.h F16Matmul).
 //   --pack-weights on|off: the load-time packed copies of the blocks-of-32 matrices
 //     (CpuBackendOptions::pack_weights; default: the config's backend.pack_weights, on).
+//   --batch-invariant auto|on|off: batch-invariant logits (CpuBackendOptions::batch_invariance;
+//     default: the config's backend.batch_invariant, auto).
 // A flag not given falls back to the environment variable PAGODA_KERNELS / PAGODA_F16_MATMUL /
-// PAGODA_PACK_WEIGHTS (same values, 0 / 1 for the last; an unknown value there is ignored). This is
-// the only place the kernel choices are read from the environment: the kernels take them as options
-// (CpuBackendOptions).
+// PAGODA_PACK_WEIGHTS / PAGODA_BATCH_INVARIANT (same values, also 0 / 1 for the last two; an
+// unknown value there is ignored). This is the only place the kernel choices are read from the
+// environment: the kernels take them as options (CpuBackendOptions).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,12 +24,13 @@ namespace pagoda::cli {
 
 // The flags' values; empty: not given.
 struct KernelFlags {
-  std::string kernels, f16_matmul, pack_weights;
+  std::string kernels, f16_matmul, pack_weights, batch_invariant;
 };
 
 void AddKernelFlags(CLI::App* cmd, KernelFlags* flags);
-// Sets options->max_simd_level, f16_matmul and pack_weights from the flags, else from the
-// environment, else leaves them. INVALID_ARGUMENT naming the flag for a bad --kernels value.
+// Sets options->max_simd_level, f16_matmul, pack_weights and batch_invariant from the flags, else
+// from the environment, else leaves them. INVALID_ARGUMENT naming the flag for a bad --kernels
+// value.
 Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options);
 
 }  // namespace pagoda::cli

@@ -101,6 +101,19 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
   }
 }
 
+bool BatchInvariant(BatchInvariance mode, const ModelWeights& weights) {
+  if (mode != BatchInvariance::kAuto) return mode == BatchInvariance::kOn;
+  const auto float_only = [](const WeightView& w) {
+    return w.data == nullptr || w.type == GgmlType::kF32 || w.type == GgmlType::kBF16;
+  };
+  for (const LayerWeights& layer : weights.layers) {
+    for (const WeightView* m : layer.matrices()) {
+      if (!float_only(*m)) return false;
+    }
+  }
+  return float_only(weights.output);
+}
+
 Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig& config,
                                                               const ModelWeights& weights,
                                                               const KvCacheConfig& kv_cache,
@@ -123,6 +136,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
   dims.max_threads = std::max(options.threads, tbb::this_task_arena::max_concurrency());
   dims.max_simd = options.max_simd_level;
   dims.f16_matmul = options.f16_matmul;
+  dims.batch_invariant = BatchInvariant(options.batch_invariance, weights);
   PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(config, weights, std::move(pool), std::move(ws), limits, options));
@@ -138,12 +152,13 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
                    : weights),
       pool_(std::move(pool)),
       tkg_(std::move(workspace)),
-      matmul_{options.max_simd_level, options.f16_matmul},
+      matmul_{options.max_simd_level, options.f16_matmul, tkg_.dims().batch_invariant},
       rope_inv_freq_(RopeInvFreq(config)),
       arena_(std::make_unique<tbb::task_arena>(
           options.threads > 0 ? int{options.threads} : int{tbb::task_arena::automatic})) {
   caps_.name = "cpu";
   caps_.multi_token_logits = true;
+  caps_.batch_invariant = matmul_.batch_invariant;
   caps_.max_num_batched_tokens = limits.max_num_batched_tokens;
   caps_.max_num_seqs = limits.max_num_seqs;
   caps_.max_model_len = config.context_length;
@@ -192,7 +207,10 @@ Status CpuBackend::ExecuteInArena(const StepBatch& b, std::span<float> logits) {
   // A decode-only step takes the fused TKG path. A step with any prefill chunk runs every row,
   // its decodes too, through the prefill path (flash paged attention takes q_len 1 sequences
   // with cached context), so each weight is read once per step instead of once per path.
-  const bool decode_only =
+  // Batch-invariant: every step takes the TKG path (one summation order for a token wherever it
+  // runs).
+  const bool tkg_path =
+      matmul_.batch_invariant ||
       std::all_of(b.seqs.begin(), b.seqs.end(), [](const StepSequence& s) { return s.is_decode; });
   decode_seqs_.clear();
   prefill_seqs_.clear();
@@ -200,15 +218,15 @@ Status CpuBackend::ExecuteInArena(const StepBatch& b, std::span<float> logits) {
     for (int32_t i = 0; i < s.query_len; ++i) {
       positions_[s.query_start + i] = s.num_computed_tokens + i;
     }
-    (decode_only ? decode_seqs_ : prefill_seqs_)
+    (tkg_path ? decode_seqs_ : prefill_seqs_)
         .push_back(AttnSeq{s.query_start, s.query_len, s.num_computed_tokens, s.block_table});
   }
   for (int64_t t = 0; t < n; ++t) {
     EmbeddingRow(weights_.token_embd, b.token_ids[t], x_.data() + t * config_.n_embd);
   }
   for (int layer = 0; layer < config_.n_layers; ++layer) {
-    PAGODA_RETURN_IF_ERROR(decode_only ? DecodeAttention(layer, b, static_cast<int32_t>(n))
-                                       : PrefillAttention(layer, b));
+    PAGODA_RETURN_IF_ERROR(tkg_path ? DecodeAttention(layer, b, static_cast<int32_t>(n))
+                                    : PrefillAttention(layer, b));
     for (int64_t i = 0; i < n * config_.n_embd; ++i) x_[i] += attn_out_[i];
     Mlp(layer, n);
   }

@@ -3,7 +3,9 @@
 //   decode-only step -> attention_block_tkg (fused norm, QKV, RoPE, cache write, attention, out
 //                       proj) with the same RoPE inverse-frequency table (RopeInvFreq) as prefill
 //   otherwise        -> all rows: norm, QKV, RoPE, cache write, flash_paged_attention, out proj
-//                       (decode rows of a mixed step too: each weight is read once per step)
+//                       (decode rows of a mixed step too: each weight is read once per step);
+//                       with options.batch_invariant, attention_block_tkg for every step
+//                       (see there)
 //   all rows         -> MLP; then final norm + LM head for the rows that need logits.
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend. With
 // options.pack_weights (default) the matrices of every block-quantized type but Q8_0 also get a
@@ -15,6 +17,8 @@
 #include <tbb/task_arena.h>
 
 #include <memory>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/field_check.h"
@@ -31,6 +35,19 @@
 
 namespace pagoda::cpu {
 
+// Whether a sequence's logits are batch-invariant (CpuBackendOptions::batch_invariance).
+enum class BatchInvariance : int8_t {
+  kAuto,  // on where it costs nothing: every matrix F32 or BF16 (their matmuls already are)
+  kOn,
+  kOff,
+};
+inline constexpr std::pair<std::string_view, BatchInvariance> kBatchInvarianceNames[] = {
+    {"auto", BatchInvariance::kAuto},
+    {"on", BatchInvariance::kOn},
+    {"off", BatchInvariance::kOff},
+    {"true", BatchInvariance::kOn},
+    {"false", BatchInvariance::kOff}};
+
 // The CPU backend's own options (the config's `backend:` section, and the CLI's kernel flags).
 struct CpuBackendOptions {
   // Worker threads of the backend's own oneTBB arena, in which every Execute runs (0: one per
@@ -46,9 +63,19 @@ struct CpuBackendOptions {
   // their SIMD kernels read up to 3x faster (decode); costs as much memory again as those
   // matrices. YAML `backend.pack_weights`.
   bool pack_weights = true;
+  // On: a sequence's logits are bit for bit the same whichever sequences share its steps,
+  // however its prompt is chunked and whether it comes from the prefix cache. Every step takes
+  // the TKG path (keys read from the cache in tiles and splits at fixed positions) and the
+  // matmuls their batch-invariant plans (matmul.h MatMulOptions::batch_invariant: prefill and
+  // large batches without the int16 / token-lane kernels, so quantized and F16 models pay for
+  // it). kAuto: on for models whose matrices are all F32 / BF16, where it is free.
+  // YAML `backend.batch_invariant`; capabilities().batch_invariant tells the outcome.
+  BatchInvariance batch_invariance = BatchInvariance::kAuto;
   bool operator==(const CpuBackendOptions&) const = default;
 };
 inline constexpr IntRange kCpuThreadsRange{0, 4096};
+// Whether a backend with these options over `weights` is batch-invariant (kAuto resolved).
+bool BatchInvariant(BatchInvariance mode, const ModelWeights& weights);
 // The ranges above; errors name the `backend.` key.
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options);
 

@@ -99,7 +99,7 @@ TEST(ConfigFiles, DefaultYamlDocumentsEveryDumpedKey) {
   std::set<std::string> dumped, documented;
   CollectLeaves(YAML::Load(DumpConfig(PagodaConfig{})), "", dumped);
   CollectLeaves(YAML::LoadFile(kRoot + "/configs/default.yaml"), "", documented);
-  EXPECT_EQ(dumped.size(), 51u);  // 35 + the 10 neuron keys + the 6 speculative keys
+  EXPECT_EQ(dumped.size(), 52u);  // 36 + the 10 neuron keys + the 6 speculative keys
   EXPECT_EQ(dumped, documented);
 }
 
@@ -122,7 +122,7 @@ TEST(ConfigFiles, DefaultYamlCommentsEveryKey) {
       EXPECT_TRUE(commented) << "no comment above: " << line;
     }
   }
-  EXPECT_EQ(num_keys, 51);
+  EXPECT_EQ(num_keys, 52);
 }
 
 TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
@@ -285,6 +285,9 @@ TEST(ConfigErrors, OutOfRangeAndBadEnums) {
             "\"verbose\"");
   EXPECT_EQ(ParseError("backend:\n  type: gpu\n"),
             "x.yaml:2:3: backend.type: expected one of cpu, neuron, got \"gpu\"");
+  EXPECT_EQ(ParseError("backend:\n  batch_invariant: yes\n"),
+            "x.yaml:2:3: backend.batch_invariant: expected one of auto, on, off, true, false, got "
+            "\"yes\"");
   EXPECT_EQ(ParseError("server:\n  listen_address: localhost\n"),
             "x.yaml:2:3: server.listen_address: expected host:port, [ipv6]:port or unix:PATH, "
             "got \"localhost\"");
@@ -553,6 +556,22 @@ kv_cache: {block_size: 32, dtype: f16, memory_bytes: 12345678, num_blocks: 77,
   EXPECT_EQ(o.engine.scheduler.policy, SchedulingPolicy::kPriority);
   EXPECT_EQ(o.engine.max_waiting_requests, 9);
   EXPECT_EQ(PagodaConfig{}.runtime.engine.scheduler.policy, SchedulingPolicy::kFcfs);
+}
+
+// backend.batch_invariant: auto by default; on / off (or true / false) force it.
+TEST(ConfigRuntime, BatchInvariantTakesAutoOnOff) {
+  EXPECT_EQ(PagodaConfig{}.runtime.cpu.batch_invariance, cpu::BatchInvariance::kAuto);
+  EXPECT_EQ(ParseOk("backend:\n  batch_invariant: on\n").runtime.cpu.batch_invariance,
+            cpu::BatchInvariance::kOn);
+  EXPECT_EQ(ParseOk("backend:\n  batch_invariant: false\n").runtime.cpu.batch_invariance,
+            cpu::BatchInvariance::kOff);
+  const Result<PagodaConfig> neuron =
+      ParseConfig("backend:\n  type: neuron\n  batch_invariant: on\n", "x.yaml");
+  ASSERT_FALSE(neuron.ok());
+  EXPECT_EQ(
+      neuron.status().message().rfind("x.yaml:3:3: backend.batch_invariant: not used with", 0),
+      0u)
+      << neuron.status().message();
 }
 
 // Keys the selected backend would ignore are errors, pointing at the key.

@@ -217,36 +217,79 @@ std::vector<std::vector<int32_t>> SynthGreedy(const std::string& model, const st
 // step gives each token the logits its single-token decode would (fixed attention splits,
 // matmul row kernels that sum a token alike for up to 8 tokens). Alone (steps of up to 6 tokens)
 // for every type (the quantized ones at avx512vnni+, where their row kernels are); the 4 prompts
-// at once (prefilled together, then decode steps of up to 24 tokens) for the types whose kernels
-// are batch-invariant at any decode size (F32, F16, Q4_0).
-// Not covered, because not exact yet (issue 18): Q8_0 and the K-quants switch kernels from 9
-// tokens (token lanes, K tiles), and a decode that shares a step with another sequence's prefill
-// chunk runs the prefill attention; either may break a near-tie differently, with or without
-// speculation.
+// at once (prefilled together, then decode steps of up to 24 tokens, some sharing a step with a
+// prefill chunk) with backend.batch_invariant on, for every type. (Without it, Q8_0 and the
+// K-quants switch kernels from 9 tokens and a decode that shares a step with a prefill chunk
+// runs the prefill attention: either may break a near-tie differently.)
 TEST(Cli, SpeculationKeepsGreedyTokensOnSynthModels) {
   const std::string draft = Quote(SharedPath("models/synth-gqa/llama-gqa-q4_0.gguf"));
-  struct Run {
-    const char* batch;
-    const char* k;
-    bool any_type;
-  };
   for (const std::string model :
        {"llama-gqa-f32.gguf", "llama-gqa-f16.gguf", "llama-gqa-q8_0.gguf", "llama-gqa-q4_k_m.gguf",
         "llama-gqa-q4_0.gguf", "llama-gqa-q5_k_m.gguf", "llama-gqa-iq4_xs.gguf"}) {
     const bool float_weights = model == "llama-gqa-f32.gguf" || model == "llama-gqa-f16.gguf";
-    // The quantized types' batch-invariant row kernels are AVX512-VNNI's (matmul.h).
-    if (!float_weights && cpu::DetectSimdLevel() < cpu::SimdLevel::kAvx512Vnni) continue;
-    const bool invariant_at_any_size = float_weights || model == "llama-gqa-q4_0.gguf";
-    for (const Run& run : {Run{"--max-num-seqs 1", "5", true}, Run{"", "5", false}}) {
-      if (!run.any_type && !invariant_at_any_size) continue;
-      const auto plain = SynthGreedy(model, run.batch);
+    for (const std::string batch : {"--max-num-seqs 1", "--batch-invariant on"}) {
+      // Alone, the quantized types rely on their row kernels: AVX512-VNNI's (matmul.h).
+      const bool alone = batch == "--max-num-seqs 1";
+      if (alone && !float_weights && cpu::DetectSimdLevel() < cpu::SimdLevel::kAvx512Vnni) {
+        continue;
+      }
+      const auto plain = SynthGreedy(model, batch);
       for (const std::string& spec : {std::string("--speculative ngram --ngram-min 1"),
                                       "--speculative draft --draft-model " + draft}) {
-        const std::string flags =
-            std::string(run.batch) + " " + spec + " --num-speculative-tokens " + run.k;
+        const std::string flags = batch + " " + spec + " --num-speculative-tokens 5";
         EXPECT_EQ(SynthGreedy(model, flags), plain) << model << " " << flags;
       }
     }
+  }
+}
+
+// backend.batch_invariant on (issue 18): seeded samples (temperature 1) of the synth-gqa prompts,
+// the first one twice, give every request the same tokens whether they run one at a time (the
+// repeat then reuses the first one's cached blocks of 4), all at once, or in steps of 16 tokens
+// (prompts chunked, decodes sharing steps with prefill chunks), for each weight type.
+TEST(Cli, BatchInvariantSeededSamplesDoNotDependOnTheSchedule) {
+  const auto ref = testing::LoadJson(SharedPath("models/synth-gqa/llama-gqa-f32.reference.json"));
+  TempDir dir;
+  const std::string file = dir.File("prompts.jsonl");
+  {
+    std::ofstream out(file);
+    int seed = 7;
+    std::vector<nlohmann::json> prompts;
+    for (const auto& c : ref["cases"]) prompts.push_back(c["prompt_tokens"]);
+    prompts.push_back(prompts.front());
+    for (const auto& p : prompts) {
+      out << nlohmann::json{{"prompt_token_ids", p},
+                            {"max_tokens", 40},
+                            {"temperature", 1.0},
+                            {"seed", seed++},
+                            {"ignore_eos", true}}
+                 .dump()
+          << "\n";
+    }
+  }
+  for (const std::string model :
+       {"llama-gqa-f32.gguf", "llama-gqa-f16.gguf", "llama-gqa-q8_0.gguf", "llama-gqa-q4_k_m.gguf",
+        "llama-gqa-q5_0.gguf", "llama-gqa-q6_k.gguf"}) {
+    std::vector<std::vector<std::vector<int32_t>>> runs;
+    for (const char* flags :
+         {"--max-num-seqs 1", "", "--max-num-batched-tokens 16 --max-num-seqs 8"}) {
+      std::string err;
+      const auto r = RunPagodaWithStderr("generate --batch-invariant on --block-size 4 --model " +
+                                             Quote(SharedPath("models/synth-gqa/" + model)) +
+                                             " --prompts-file " + file + " " + flags,
+                                         &err);
+      ASSERT_EQ(r.exit_code, 0) << model << " " << flags << ": " << err;
+      std::vector<std::vector<int32_t>> out;
+      std::istringstream lines(r.out);
+      std::string line;
+      while (std::getline(lines, line)) {
+        out.push_back(nlohmann::json::parse(line)["token_ids"].get<std::vector<int32_t>>());
+      }
+      ASSERT_EQ(out.size(), ref["cases"].size() + 1) << model << " " << flags;
+      runs.push_back(std::move(out));
+    }
+    EXPECT_EQ(runs[1], runs[0]) << model << ": all at once vs one at a time";
+    EXPECT_EQ(runs[2], runs[0]) << model << ": steps of 16 tokens vs one at a time";
   }
 }
 

@@ -32,14 +32,19 @@ Status CheckOptional(const std::string& name, std::span<const float> s, int64_t 
 }
 
 // The block's matmuls run at the workspace's level cap and F16 mode.
-mm::MatMulOptions MatMulOptionsOf(const TkgWorkspaceDims& d) { return {d.max_simd, d.f16_matmul}; }
+mm::MatMulOptions MatMulOptionsOf(const TkgWorkspaceDims& d) {
+  return {d.max_simd, d.f16_matmul, d.batch_invariant};
+}
 
 }  // namespace
 
 // Internal stages; a friend class so it can reach the workspace buffers.
 class TkgRunner {
  public:
-  static Status ValidateAttention(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws);
+  // any_q_len: sequences longer than max_tokens_per_seq are allowed (Block cuts them).
+  static Status ValidateAttention(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws,
+                                  bool any_q_len = false);
+  static std::span<const AttnSeq> CutSequences(std::span<const AttnSeq> seqs, TkgWorkspace& ws);
   static void Attention(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws);
   static Status Block(const TkgConfig& c, const TkgWeights& w, const TkgArgs& a, TkgWorkspace& ws);
   // keys_in_cache: the new tokens' K/V are already in the cache (AttentionBlockTkg): each task
@@ -87,12 +92,15 @@ Result<TkgWorkspace> TkgWorkspace::Create(const TkgWorkspaceDims& dims) {
   const int32_t rows = d.n_heads / d.n_kv_heads * d.max_tokens_per_seq;
   ws.thread_scratch_floats_ = attn::TileScratchFloats(rows, d.head_dim);
   ws.thread_scratch_.resize(Floats(d.max_threads, static_cast<int64_t>(ws.thread_scratch_floats_)));
-  ws.tasks_.reserve(Floats(static_cast<int64_t>(d.max_seqs) * d.n_kv_heads, d.max_splits));
-  ws.groups_.reserve(Floats(d.max_seqs, d.n_kv_heads));
+  const int64_t max_pieces = int64_t{d.max_seqs} + d.max_tokens / d.max_tokens_per_seq;
+  ws.pieces_.reserve(static_cast<size_t>(max_pieces));
+  ws.tasks_.reserve(Floats(max_pieces * d.n_kv_heads, d.max_splits));
+  ws.groups_.reserve(Floats(max_pieces, d.n_kv_heads));
   return ws;
 }
 
-Status TkgRunner::ValidateAttention(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws) {
+Status TkgRunner::ValidateAttention(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws,
+                                    bool any_q_len) {
   PAGODA_RETURN_IF_ERROR(ValidatePagedKv(a.kv).WithPrefix("attention_block_tkg"));
   const TkgWorkspaceDims& wd = ws.dims_;
   const int64_t d = a.kv.head_dim;
@@ -118,7 +126,7 @@ Status TkgRunner::ValidateAttention(const PagedDecodeAttentionArgs& a, const Tkg
                              std::to_string(wd.max_seqs) + " sequences");
   }
   for (const AttnSeq& s : a.seqs) {
-    if (s.q_len > wd.max_tokens_per_seq) {
+    if (s.q_len > wd.max_tokens_per_seq && !any_q_len) {
       return ResourceExhausted("q_len " + std::to_string(s.q_len) + " > max_tokens_per_seq");
     }
   }
@@ -126,6 +134,21 @@ Status TkgRunner::ValidateAttention(const PagedDecodeAttentionArgs& a, const Tkg
     return FailedPrecondition("workspace was sized for fewer threads than the current arena");
   }
   return Status::Ok();
+}
+
+// With every key in the cache, a sequence's tokens are independent queries: each sequence is cut
+// into pieces of at most max_tokens_per_seq tokens (piece i: the tokens from offset o = i * max,
+// with o more tokens of context), which the tasks' tile scratch holds. Returns ws.pieces_.
+std::span<const AttnSeq> TkgRunner::CutSequences(std::span<const AttnSeq> seqs, TkgWorkspace& ws) {
+  ws.pieces_.clear();
+  const int32_t max = ws.dims_.max_tokens_per_seq;
+  for (const AttnSeq& s : seqs) {
+    for (int32_t o = 0; o < s.q_len || (o == 0 && s.q_len == 0); o += max) {
+      ws.pieces_.push_back(
+          AttnSeq{s.q_start + o, std::min(max, s.q_len - o), s.ctx_len + o, s.block_table});
+    }
+  }
+  return ws.pieces_;
 }
 
 // The split length of keys_in_cache plans: fixed by the workspace (max_context), or, when that
@@ -468,13 +491,15 @@ Status TkgRunner::Block(const TkgConfig& c, const TkgWeights& w, const TkgArgs& 
                         TkgWorkspace& ws) {
   PAGODA_RETURN_IF_ERROR(ValidateBlock(c, w, a, ws));
   const int64_t n = static_cast<int64_t>(a.x.size()) / c.hidden;
-  const PagedDecodeAttentionArgs at = AttentionArgs(c, w, a, n, ws);
-  PAGODA_RETURN_IF_ERROR(ValidateAttention(at, ws));
+  PagedDecodeAttentionArgs at = AttentionArgs(c, w, a, n, ws);
   // Every token has a slot (the engine's steps): its K/V goes into the cache first and the
   // attention reads all keys from there, in tiles and splits at fixed positions, so a token's
-  // result is the same in any step (alone, batched, or among its sequence's speculative tokens).
+  // result is the same in any step (alone, batched, among its sequence's speculative tokens, or
+  // in a prefill chunk of any length: long sequences are cut into pieces, CutSequences).
   const bool keys_in_cache = std::all_of(a.slots.begin(), a.slots.begin() + n,
                                          [&](int32_t s) { return s >= 0 && s < a.kv.num_slots(); });
+  PAGODA_RETURN_IF_ERROR(ValidateAttention(at, ws, keys_in_cache));
+  if (keys_in_cache) at.seqs = CutSequences(at.seqs, ws);
   PAGODA_RETURN_IF_ERROR(PlanTasks(at, ws, keys_in_cache));
   std::copy(a.x.begin(), a.x.end(), ws.xn_.begin());
   Project(c, w, n, ws);

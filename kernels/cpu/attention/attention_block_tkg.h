@@ -109,6 +109,7 @@ struct TkgWorkspaceDims {
   // kernels on an AVX-512 machine.
   SimdLevel max_simd = kMaxSimdLevel;
   mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;  // the block's F16 matmuls in batches
+  bool batch_invariant = false;                      // the block's matmuls (mm::MatMulOptions)
 };
 
 // Every buffer attention_block_tkg needs, allocated once. Not thread-safe: one call at a time.
@@ -133,6 +134,7 @@ class TkgWorkspace {
   std::vector<float> xn_, qkv_, q_, k_, v_, attn_, ones_, partials_, thread_scratch_;
   std::vector<Task> tasks_;
   std::vector<Group> groups_;
+  std::vector<AttnSeq> pieces_;  // the call's sequences cut to max_tokens_per_seq (keys in cache)
   size_t thread_scratch_floats_ = 0;
 };
 

@@ -325,8 +325,11 @@ constexpr int64_t kQ8LanesMinTokens = 9;
 // pagoda_bench_matmul: 161 vs 187 GFLOP/s exact at 16 tokens, 224 vs 196 at 32).
 constexpr int64_t kF16FastMinTokens = 32;
 
-// `packed`: the weights have a PackRows copy.
-Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed) {
+// `packed`: the weights have a PackRows copy. `batch_invariant`: only the kernels that sum a
+// token alike at every batch size (no F16 fast path, no Q8_0 token lanes, no I16 conversion).
+Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed,
+              bool batch_invariant) {
+  if (batch_invariant) n_tokens = 1;
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
     if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
       return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
@@ -462,7 +465,7 @@ struct Product {
 // Runs the products (same cols and type, so one plan and one set of prepared activations) in
 // one parallel loop over all their row tiles.
 void RunProducts(const Plan& plan, std::span<Product> products, const Activations& acts,
-                 int64_t n_tokens) {
+                 int64_t n_tokens, int64_t max_chunk) {
   int64_t n_tiles = 0;
   // I16 tiles are whole groups of 16 rows, two groups per kernel tile.
   const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : 4;
@@ -479,7 +482,8 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
   const int64_t chunk =
       plan.kernel.act == ActFormat::kQ8Lanes
           ? n_tokens
-          : std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16;
+          : std::min(max_chunk,
+                     std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16);
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
       [&](const tbb::blocked_range<int64_t>& range) {
@@ -501,6 +505,16 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
         }
       },
       tbb::simple_partitioner());
+}
+
+// The most tokens one kernel call takes. Batch-invariant calls give the quantized file-row
+// kernels at most 8 (the K-quants' RowsK switches to TileK above 8; Q8_0's rows walk 8 at a time
+// anyway); every other kernel sums a token alike at any count.
+int64_t MaxTokenChunk(const Plan& plan, GgmlType type, bool batch_invariant) {
+  const bool float_type =
+      type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+  if (batch_invariant && plan.conversion == RowConversion::kNone && !float_type) return 8;
+  return std::numeric_limits<int64_t>::max();
 }
 
 // Per calling thread and reused across calls (the buffers only grow): no allocation per call
@@ -536,10 +550,12 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
     products.push_back({ws[i], ys[i], 0, 0});
   }
   if (!products.empty()) {
-    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16, ws[0]->packed != nullptr);
+    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16, ws[0]->packed != nullptr,
+                               options.batch_invariant);
     PreparedActivations& acts = ThreadActivations();
     Prepare(plan.kernel.act, x, n_tokens, ws[0]->cols, acts);
-    RunProducts(plan, products, acts.view, n_tokens);
+    RunProducts(plan, products, acts.view, n_tokens,
+                MaxTokenChunk(plan, ws[0]->type, options.batch_invariant));
   }
   // Matrices of other types (or packing) than the first: one call each.
   for (size_t i = 0; i < ws.size(); ++i) {

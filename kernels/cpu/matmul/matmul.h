@@ -51,7 +51,8 @@
 // (amax_w sum |x| + amax_x sum |w|) / 16382, about 2^-13 of the block's largest terms.
 // GEMV and small batches walk one weight row at a time (one sequential stream per thread).
 // Every output element is computed by one task in a fixed order: results do not depend on the
-// number of threads (they do depend on the level and, through the plan, on the batch size).
+// number of threads (they do depend on the level and, through the plan, on the batch size,
+// unless MatMulOptions::batch_invariant).
 #pragma once
 
 #include <cstdint>
@@ -83,6 +84,11 @@ struct MatMulOptions {
   // Highest level used (simd_level.h); the effective level is min(max_level, DetectSimdLevel()).
   SimdLevel max_level = kMaxSimdLevel;
   F16Matmul f16 = kDefaultF16Matmul;
+  // Batch-invariant plans: y[t] is bit for bit what token t gets alone, whatever n_tokens, for
+  // every type at every level (the kernels above for one token, in token chunks they sum alike;
+  // no Q8_0 token lanes, no int16 or bf16 conversion: prefill and large batches run at the
+  // small-batch kernels' rate).
+  bool batch_invariant = false;
 };
 
 // The level MatMul runs at for these options.

@@ -88,6 +88,9 @@ class BackendSequence {
     const StepLimits limits{model.config.context_length, 1};
     cpu::CpuBackendOptions o;
     o.max_simd_level = max_simd_level;
+    // Prefill chunks through flash paged attention (batch-invariant backends, the F32 models'
+    // default, run them through the TKG block: batch_invariance_test).
+    o.batch_invariance = cpu::BatchInvariance::kOff;
     auto backend = cpu::CpuBackend::Create(model.config, model.weights, kv, limits, o);
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
     if (backend.ok()) backend_ = std::move(*backend);

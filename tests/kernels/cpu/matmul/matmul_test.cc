@@ -326,6 +326,34 @@ TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
   }
 }
 
+// MatMulOptions::batch_invariant: every token of a batch of any size (past the Q8_0 token-lane,
+// F16 and int16 thresholds, several token chunks) gets bit for bit what it gets alone, for every
+// type at every level, from packed and from file rows.
+TEST_P(MatMulTest, BatchInvariantPlansDoNotDependOnTheBatch) {
+  const auto [type, level] = GetParam();
+  const MatMulOptions options{level, kDefaultF16Matmul, /*batch_invariant=*/true};
+  const int64_t rows = 21, cols = IsKQuant(type) ? 512 : Is32Quant(type) ? 96 : 100;
+  for (bool pack : {false, true}) {
+    if (pack && !CanPackRows(type)) continue;
+    Matrix m = RandomMatrix(type, rows, cols, 9);
+    if (pack) m.Pack();
+    const int64_t max_n = 140;
+    const std::vector<float> x = RandomActivations(max_n, cols, 10);
+    std::vector<float> alone(static_cast<size_t>(max_n * rows));
+    for (int64_t t = 0; t < max_n; ++t) {
+      MatMul(m.view(), x.data() + t * cols, 1, alone.data() + t * rows, options);
+    }
+    for (int64_t n : {2, 8, 9, 17, 33, 64, 129, 140}) {
+      std::vector<float> y(static_cast<size_t>(n * rows));
+      MatMul(m.view(), x.data(), n, y.data(), options);
+      for (int64_t i = 0; i < n * rows; ++i) {
+        ASSERT_EQ(y[i], alone[i]) << "n " << n << " token " << i / rows << " row " << i % rows
+                                  << " packed " << pack;
+      }
+    }
+  }
+}
+
 // Many token chunks and row tiles (large n and rows), checked on a sample of outputs.
 TEST_P(MatMulTest, LargeBatchManyTiles) {
   const auto [type, level] = GetParam();
@@ -431,15 +459,14 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(PackableTypesAndLevels, PackedMatMulTest,
-                         ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1,
-                                                              GgmlType::kQ5_0, GgmlType::kQ5_1,
-                                                              GgmlType::kIQ4_NL, GgmlType::kQ4_K,
-                                                              GgmlType::kQ5_K, GgmlType::kIQ4_XS,
-                                                              GgmlType::kQ2_K, GgmlType::kQ3_K,
-                                                              GgmlType::kQ6_K),
-                                            ::testing::ValuesIn(Levels())),
-                         ParamName);
+INSTANTIATE_TEST_SUITE_P(
+    PackableTypesAndLevels, PackedMatMulTest,
+    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                         GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ4_K,
+                                         GgmlType::kQ5_K, GgmlType::kIQ4_XS, GgmlType::kQ2_K,
+                                         GgmlType::kQ3_K, GgmlType::kQ6_K),
+                       ::testing::ValuesIn(Levels())),
+    ParamName);
 
 // Each F16 batch mode: within its bound where it applies, and exactly the exact path below 32
 // tokens or below its level.
