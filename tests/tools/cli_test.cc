@@ -246,7 +246,7 @@ TEST(Cli, SpeculationKeepsGreedyTokensOnSynthModels) {
 // backend.batch_invariant on (issue 18): seeded samples (temperature 1) of the synth-gqa prompts,
 // the first one twice, give every request the same tokens whether they run one at a time (the
 // repeat then reuses the first one's cached blocks of 4), all at once, or in steps of 16 tokens
-// (prompts chunked, decodes sharing steps with prefill chunks), for each weight type.
+// (prompts chunked, decodes sharing steps with prefill chunks), for every weight type.
 TEST(Cli, BatchInvariantSeededSamplesDoNotDependOnTheSchedule) {
   const auto ref = testing::LoadJson(SharedPath("models/synth-gqa/llama-gqa-f32.reference.json"));
   TempDir dir;
@@ -268,8 +268,11 @@ TEST(Cli, BatchInvariantSeededSamplesDoNotDependOnTheSchedule) {
     }
   }
   for (const std::string model :
-       {"llama-gqa-f32.gguf", "llama-gqa-f16.gguf", "llama-gqa-q8_0.gguf", "llama-gqa-q4_k_m.gguf",
-        "llama-gqa-q5_0.gguf", "llama-gqa-q6_k.gguf"}) {
+       {"llama-gqa-f32.gguf", "llama-gqa-f16.gguf", "llama-gqa-q8_0.gguf", "llama-gqa-q4_0.gguf",
+        "llama-gqa-q4_1.gguf", "llama-gqa-q5_0.gguf", "llama-gqa-q5_1.gguf",
+        "llama-gqa-iq4_nl.gguf", "llama-gqa-q2_k.gguf", "llama-gqa-q3_k_m.gguf",
+        "llama-gqa-q4_k_m.gguf", "llama-gqa-q5_k_m.gguf", "llama-gqa-q6_k.gguf",
+        "llama-gqa-iq4_xs.gguf", "qwen2-bias-f32.gguf"}) {
     std::vector<std::vector<std::vector<int32_t>>> runs;
     for (const char* flags :
          {"--max-num-seqs 1", "", "--max-num-batched-tokens 16 --max-num-seqs 8"}) {

@@ -507,13 +507,12 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
       tbb::simple_partitioner());
 }
 
-// The most tokens one kernel call takes. Batch-invariant calls give the quantized file-row
-// kernels at most 8 (the K-quants' RowsK switches to TileK above 8; Q8_0's rows walk 8 at a time
-// anyway); every other kernel sums a token alike at any count.
+// The most tokens one kernel call takes. Batch-invariant calls give the K-quants' file-row
+// kernels at most 8 (their RowsK switches to TileK above 8); every other kernel sums a token
+// alike at any count.
 int64_t MaxTokenChunk(const Plan& plan, GgmlType type, bool batch_invariant) {
-  const bool float_type =
-      type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
-  if (batch_invariant && plan.conversion == RowConversion::kNone && !float_type) return 8;
+  const bool k_quant = TypeTraits(type).block_size == 256;
+  if (batch_invariant && plan.conversion == RowConversion::kNone && k_quant) return 8;
   return std::numeric_limits<int64_t>::max();
 }
 
