@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "common/field_check.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/simd_level.h"
 
@@ -57,11 +58,10 @@ Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* option
   if (pack == "off" || pack == "0") options->pack_weights = false;
   const std::string invariant =
       !flags.batch_invariant.empty() ? flags.batch_invariant : Env("PAGODA_BATCH_INVARIANT");
-  if (invariant == "on" || invariant == "1") options->batch_invariance = cpu::BatchInvariance::kOn;
-  if (invariant == "off" || invariant == "0") {
-    options->batch_invariance = cpu::BatchInvariance::kOff;
+  const std::string_view name = invariant == "1" ? "on" : invariant == "0" ? "off" : invariant;
+  if (const auto mode = ParseEnum<cpu::BatchInvariance>(cpu::kBatchInvarianceNames, name)) {
+    options->batch_invariance = *mode;
   }
-  if (invariant == "auto") options->batch_invariance = cpu::BatchInvariance::kAuto;
   return Status::Ok();
 }
 

@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/simd_level.h"
+#include "kvcache/kv_types.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "tests/reference/synth_reference.h"
@@ -89,7 +90,7 @@ class Schedule {
       for (int32_t i = 0; i < s.q_len; ++i) {
         const int32_t p = q.computed + i;
         ids.push_back(q.tokens[p]);
-        slots.push_back(q.table[p / kBlock] * kBlock + p % kBlock);
+        slots.push_back(SlotForPosition(q.table, kBlock, p));
       }
       n_logits += s.num_logits;
     }
