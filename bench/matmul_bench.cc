@@ -8,7 +8,7 @@
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
 // 2-core target machine. The level is the best the CPU has; cap it with PAGODA_KERNELS=avx2 etc.
 // (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program. Types with packed
-// rows (every block-quantized type but Q8_0) are packed as the CPU backend packs them unless
+// rows (every block-quantized type) are packed as the CPU backend packs them unless
 // PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way.
 // Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -76,6 +76,15 @@ bool PackFromEnv() {
   return e == nullptr || std::string(e) != "0";
 }
 
+// The options the environment asks for (unknown values are ignored).
+MatMulOptions OptionsFromEnv() {
+  MatMulOptions o;
+  if (const char* e = std::getenv("PAGODA_KERNELS"))
+    o.max_level = ParseSimdLevel(e).value_or(o.max_level);
+  if (const char* e = std::getenv("PAGODA_F16_MATMUL")) o.f16 = ParseF16Matmul(e).value_or(o.f16);
+  return o;
+}
+
 // The most recently used matrix, kept between benchmarks (they run type/shape-major).
 std::unique_ptr<Weights>& Cache() {
   static std::unique_ptr<Weights> w;
@@ -100,21 +109,12 @@ const Weights& GetWeights(GgmlType type, const Shape& s) {
     FillRow(type, row.data(), w->bytes.data() + r * rb, s.cols, rng);
   }
   w->view = WeightView{type, w->bytes.data(), s.rows, s.cols, rb};
-  if (PackFromEnv() && CanPackRows(type)) {
-    w->packed.resize(static_cast<size_t>(s.rows * PackedRowBytes(type, s.cols)));
+  if (PackFromEnv() && ReadsPackedRows(type, EffectiveSimdLevel(OptionsFromEnv()))) {
+    w->packed.resize(static_cast<size_t>(PackedBytes(type, s.rows, s.cols)));
     PackRows(w->view, w->packed.data());
     w->view.packed = w->packed.data();
   }
   return *w;
-}
-
-// The options the environment asks for (unknown values are ignored).
-MatMulOptions OptionsFromEnv() {
-  MatMulOptions o;
-  if (const char* e = std::getenv("PAGODA_KERNELS"))
-    o.max_level = ParseSimdLevel(e).value_or(o.max_level);
-  if (const char* e = std::getenv("PAGODA_F16_MATMUL")) o.f16 = ParseF16Matmul(e).value_or(o.f16);
-  return o;
 }
 
 void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape, MatMulOptions options) {

@@ -24,8 +24,8 @@ struct WeightView {
   int64_t cols = 0;
   int64_t row_bytes = 0;
   // Optional copy of the rows in the CPU matmul's packed layout (cpu::mm::PackRows; row stride
-  // cpu::mm::PackedRowBytes(type, cols)), made at load time by the CPU backend, which owns it;
-  // nullptr: none. `data` stays the file's rows.
+  // cpu::mm::PackedRowBytes(type, cols), cpu::mm::PackedBytes in all), made at load time by the
+  // CPU backend, which owns it; nullptr: none. `data` stays the file's rows.
   const uint8_t* packed = nullptr;
   const uint8_t* row(int64_t r) const { return data + r * row_bytes; }
 };

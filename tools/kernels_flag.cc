@@ -27,15 +27,16 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "activations rounded to bf16, on AVX512-BF16)")
       ->check(CLI::IsMember({"exact", "int16", "bf16"}));
   cmd->add_option("--pack-weights", flags->pack_weights,
-                  "Copy the matrices of every block-quantized type but Q8_0 at load into the "
-                  "layout their SIMD kernels read fastest: on | off (default: the config's "
+                  "Copy the matrices of every block-quantized type at load into the layout "
+                  "their SIMD kernels read fastest: on | off (default: the config's "
                   "backend.pack_weights, on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--batch-invariant", flags->batch_invariant,
                   "A sequence's logits bit for bit independent of the other sequences in its "
-                  "steps, of prompt chunking and of prefix-cache hits (costs quantized and F16 "
-                  "models their fastest batched kernels): auto (on for F32 / BF16 models, where "
-                  "it is free) | on | off (default: the config's backend.batch_invariant, auto)")
+                  "steps, of prompt chunking and of prefix-cache hits (costs most quantized and "
+                  "F16 models their fastest batched kernels): auto (on where it is free: F32 / "
+                  "BF16 models, Q8_0 with packed weights at avx512vnni) | on | off (default: the "
+                  "config's backend.batch_invariant, auto)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 

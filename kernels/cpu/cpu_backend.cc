@@ -101,17 +101,21 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
   }
 }
 
-bool BatchInvariant(BatchInvariance mode, const ModelWeights& weights) {
-  if (mode != BatchInvariance::kAuto) return mode == BatchInvariance::kOn;
-  const auto float_only = [](const WeightView& w) {
-    return w.data == nullptr || w.type == GgmlType::kF32 || w.type == GgmlType::kBF16;
+bool BatchInvariant(const CpuBackendOptions& options, const ModelWeights& weights) {
+  if (options.batch_invariance != BatchInvariance::kAuto) {
+    return options.batch_invariance == BatchInvariance::kOn;
+  }
+  const SimdLevel level = EffectiveSimdLevel(options.max_simd_level);
+  const auto free = [&](const WeightView& w) {
+    const bool packed = options.pack_weights && mm::ReadsPackedRows(w.type, level);
+    return w.data == nullptr || mm::FreeBatchInvariance(w.type, level, packed);
   };
   for (const LayerWeights& layer : weights.layers) {
     for (const WeightView* m : layer.matrices()) {
-      if (!float_only(*m)) return false;
+      if (!free(*m)) return false;
     }
   }
-  return float_only(weights.output);
+  return free(weights.output);
 }
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig& config,
@@ -136,7 +140,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
   dims.max_threads = std::max(options.threads, tbb::this_task_arena::max_concurrency());
   dims.max_simd = options.max_simd_level;
   dims.f16_matmul = options.f16_matmul;
-  dims.batch_invariant = BatchInvariant(options.batch_invariance, weights);
+  dims.batch_invariant = BatchInvariant(options, weights);
   PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
   return std::unique_ptr<CpuBackend>(
       new CpuBackend(config, weights, std::move(pool), std::move(ws), limits, options));
@@ -146,9 +150,8 @@ CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, K
                        TkgWorkspace workspace, const StepLimits& limits,
                        const CpuBackendOptions& options)
     : config_(config),
-      weights_(options.pack_weights &&
-                       EffectiveSimdLevel(options.max_simd_level) != SimdLevel::kPortable
-                   ? packed_.Pack(weights)
+      weights_(options.pack_weights
+                   ? packed_.Pack(weights, EffectiveSimdLevel(options.max_simd_level))
                    : weights),
       pool_(std::move(pool)),
       tkg_(std::move(workspace)),

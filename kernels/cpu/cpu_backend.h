@@ -8,7 +8,7 @@
 //                       (see there)
 //   all rows         -> MLP; then final norm + LM head for the rows that need logits.
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend. With
-// options.pack_weights (default) the matrices of every block-quantized type but Q8_0 also get a
+// options.pack_weights (default) the matrices of every block-quantized type also get a
 // packed copy (packed_weights.h) that the SIMD matmul kernels read.
 // Every kernel (matmul and both attention kernels) runs at the one SIMD level cap of the options;
 // capabilities().kernels names the level in use.
@@ -59,23 +59,24 @@ struct CpuBackendOptions {
   // How F16 weights are multiplied in batches (kernels/cpu/matmul/matmul.h F16Matmul). Set by
   // the CLI's --f16-matmul (not YAML).
   mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;
-  // Copy the matrices of every block-quantized type but Q8_0 at load into the packed layout
-  // their SIMD kernels read up to 3x faster (decode); costs as much memory again as those
-  // matrices. YAML `backend.pack_weights`.
+  // Copy the matrices of every block-quantized type at load into the packed layout their SIMD
+  // kernels read faster (decode, up to 3x; Q8_0: about 7%, and batch invariance for free);
+  // costs as much memory again as those matrices. YAML `backend.pack_weights`.
   bool pack_weights = true;
   // On: a sequence's logits are bit for bit the same whichever sequences share its steps,
   // however its prompt is chunked and whether it comes from the prefix cache. Every step takes
   // the TKG path (keys read from the cache in tiles and splits at fixed positions) and the
   // matmuls their batch-invariant plans (matmul.h MatMulOptions::batch_invariant: prefill and
-  // large batches without the int16 / token-lane kernels, so quantized and F16 models pay for
-  // it). kAuto: on for models whose matrices are all F32 / BF16, where it is free.
+  // large batches without the int16 / token-lane kernels, so most quantized and F16 models pay
+  // for it). kAuto: on where it is free (mm::FreeBatchInvariance): models whose matrices are all
+  // F32 / BF16, or Q8_0 packed (pack_weights) at AVX512-VNNI.
   // YAML `backend.batch_invariant`; capabilities().batch_invariant tells the outcome.
   BatchInvariance batch_invariance = BatchInvariance::kAuto;
   bool operator==(const CpuBackendOptions&) const = default;
 };
 inline constexpr IntRange kCpuThreadsRange{0, 4096};
 // Whether a backend with these options over `weights` is batch-invariant (kAuto resolved).
-bool BatchInvariant(BatchInvariance mode, const ModelWeights& weights);
+bool BatchInvariant(const CpuBackendOptions& options, const ModelWeights& weights);
 // The ranges above; errors name the `backend.` key.
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options);
 

@@ -368,9 +368,8 @@ TEST(LlamaCppQuantized, OurQuantizersReproduceLlamaCppBlocks) {
   auto f32 = OpenShared("models/synth-gqa/llama-gqa-f32.gguf");
   ASSERT_TRUE(f32);
   int64_t total_checked = 0;
-  for (const char* file :
-       {"q4_0", "q4_1", "q5_0", "q5_1", "q5_k_m", "q5_k_s", "q3_k_m", "q3_k_s", "q2_k", "q6_k",
-        "iq4_nl", "iq4_xs"}) {
+  for (const char* file : {"q4_0", "q4_1", "q5_0", "q5_1", "q5_k_m", "q5_k_s", "q3_k_m", "q3_k_s",
+                           "q2_k", "q6_k", "iq4_nl", "iq4_xs"}) {
     auto q = OpenShared(std::string("models/synth-gqa/llama-gqa-") + file + ".gguf");
     ASSERT_TRUE(q);
     int64_t blocks = 0, same = 0;
@@ -440,6 +439,13 @@ TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
   testing::ExpectWithinSynthReference(
       *model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
       "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse(options), options);
+  // Again with the CPU backend's packed copies where the level reads them (AVX512-VNNI).
+  cpu::PackedWeights packed;
+  model->weights = packed.Pack(model->weights, cpu::mm::EffectiveSimdLevel(options));
+  if (packed.bytes() == 0) return;
+  testing::ExpectWithinSynthReference(
+      *model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
+      "llama-gqa-q8_0 (llama.cpp file) packed" + KernelLevelInUse(options), options);
 }
 
 // Every llama.cpp-quantized synth-gqa file (the further types of the synth-gqa README) against
@@ -480,7 +486,7 @@ TEST_P(LlamaCppQuantizedFile, ModelMatchesLlamaCppLogits) {
   check(false);
   // Again with the CPU backend's packed copies (cpu::PackedWeights) where the types have them.
   cpu::PackedWeights packed;
-  model->weights = packed.Pack(model->weights);
+  model->weights = packed.Pack(model->weights, cpu::mm::EffectiveSimdLevel(options));
   if (packed.bytes() > 0) check(true);
 }
 

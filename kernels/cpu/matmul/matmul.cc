@@ -329,7 +329,10 @@ constexpr int64_t kF16FastMinTokens = 32;
 // token alike at every batch size (no F16 fast path, no Q8_0 token lanes, no I16 conversion).
 Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed,
               bool batch_invariant) {
-  if (batch_invariant) n_tokens = 1;
+  // Packed Q8_0 rows and the token lanes sum a token alike (matmul_kernels.h X86Q8PackedKernel).
+  const bool q8_lanes_invariant =
+      type == GgmlType::kQ8_0 && FreeBatchInvariance(type, level, packed);
+  if (batch_invariant && !q8_lanes_invariant) n_tokens = 1;
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
     if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
       return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
@@ -435,6 +438,11 @@ std::optional<F16Matmul> ParseF16Matmul(std::string_view name) {
   return std::nullopt;
 }
 
+bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed) {
+  if (type == GgmlType::kF32 || type == GgmlType::kBF16) return true;
+  return type == GgmlType::kQ8_0 && packed && internal::X86PackedKernel(level, type).fn != nullptr;
+}
+
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
   return cpu::EffectiveSimdLevel(options.max_level);
 }
@@ -467,8 +475,11 @@ struct Product {
 void RunProducts(const Plan& plan, std::span<Product> products, const Activations& acts,
                  int64_t n_tokens, int64_t max_chunk) {
   int64_t n_tiles = 0;
-  // I16 tiles are whole groups of 16 rows, two groups per kernel tile.
-  const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : 4;
+  // I16 tiles are whole groups of 16 rows, two groups per kernel tile; packed Q8_0 rows come in
+  // groups of 16.
+  const bool q8_groups =
+      plan.conversion == RowConversion::kPacked && products.front().w->type == GgmlType::kQ8_0;
+  const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : q8_groups ? 16 : 4;
   for (Product& p : products) {
     p.tile_rows = TileRows(p.w->rows, TileRowBytes(*p.w, plan.conversion), row_align);
     p.first_tile = n_tiles;

@@ -86,10 +86,15 @@ struct MatMulOptions {
   F16Matmul f16 = kDefaultF16Matmul;
   // Batch-invariant plans: y[t] is bit for bit what token t gets alone, whatever n_tokens, for
   // every type at every level (the kernels above for one token, in token chunks they sum alike;
-  // no Q8_0 token lanes, no int16 or bf16 conversion: prefill and large batches run at the
-  // small-batch kernels' rate).
+  // no int16 or bf16 conversion, no Q8_0 token lanes but from packed rows: prefill and large
+  // batches run at the small-batch kernels' rate, see FreeBatchInvariance).
   bool batch_invariant = false;
 };
+
+// Whether batch-invariant plans for `type` at `level` (an effective level) cost nothing: F32
+// and BF16 (one kernel family at every batch), and Q8_0 with a packed copy at AVX512-VNNI (its
+// packed rows kernel sums a token as the token lanes do, so both stay in use).
+bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed);
 
 // The level MatMul runs at for these options.
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
@@ -99,12 +104,17 @@ SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
 const char* KernelName(GgmlType type, SimdLevel level, bool packed = false);
 
 // Load-time packing of rows for faster decode (see "Packed rows" above). CanPackRows: whether
-// `type` has a packed layout (every block-quantized type but Q8_0); PackedRowBytes:
-// the bytes of one packed row of `cols` elements (cols rounded up to 512); PackRows writes w's rows
-// at dst (w.rows * PackedRowBytes bytes), in parallel. The caller owns dst and points w.packed at
-// it; MatMul then reads it where its kernels can.
+// `type` has a packed layout (every block-quantized type); ReadsPackedRows: whether MatMul at
+// `level` (an effective level) has a kernel for it (none at kPortable; Q8_0's is AVX512-VNNI's,
+// elsewhere a packed copy would be memory spent for nothing); PackedRowBytes: the bytes of one
+// packed row of `cols` elements (cols rounded up to 512; Q8_0: its 34 bytes per 32); PackedBytes:
+// the bytes of a packed copy of rows x cols (Q8_0: rows rounded up to its groups of 16); PackRows
+// writes w's rows at dst (PackedBytes bytes), in parallel. The caller owns dst and points
+// w.packed at it; MatMul then reads it where its kernels can.
 bool CanPackRows(GgmlType type);
+bool ReadsPackedRows(GgmlType type, SimdLevel level);
 int64_t PackedRowBytes(GgmlType type, int64_t cols);
+int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols);
 void PackRows(const WeightView& w, uint8_t* dst);
 
 // y: [n_tokens][w.rows], x: [n_tokens][w.cols] (see the layouts above). Parallel over row tiles

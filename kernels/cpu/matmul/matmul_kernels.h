@@ -69,6 +69,11 @@
 //   qh   uint64 [8 v]            (Q3_K only) its third bits, as the 5th bits above
 // with codes q: Q2_K 0..3, x = d sc q - dmin m; Q3_K 0..7, x = d s (q - 4); Q6_K 0..63,
 // x = d s (q - 32). Their kernels take the activation sums per 16 (kQ8X16's xsum).
+// Q8_0 packs across rows instead (its kernel sums a block per lane, 16 rows to a zmm): rows in
+// groups of 16 (the last padded with zero rows), group stride nb * kQ8GroupBlockBytes (nb =
+// cols / 32); per group and block b:
+//   qs uint8 [8 k][16 rows j][4 i]   code 4k + i of row 16g + j's block b, plus 128 (w ^ 0x80)
+//   d  fp16 [16 rows]                the block scales
 //
 // I16 lane tiles (weights converted per call for the kI16 kernel): nr rows in groups of 16
 // (the last padded with zero rows), group stride nb * kI16BlockBytes (nb = cols rounded up to 32,
@@ -123,6 +128,13 @@ ToBf16Fn X86Bf16Converter(GgmlType type);
 // The AVX512-VNNI Q8_0 kernel for kQ8Lanes activations (many tokens); requires the block's
 // t0 to be a multiple of 16.
 Kernel X86Q8LanesKernel();
+// The AVX512-VNNI Q8_0 kernel for packed rows (kQ8Vec activations, up to 8 tokens a pass): rows
+// in groups of 16 (w_stride = PackedRowBytes; a group starts every 16 rows), each block of a group
+// kQ8GroupBlockBytes: the 16 rows' 4-byte code groups k = 0..7 side by side (64 bytes each), the
+// codes biased to w + 128 (w ^ 0x80), then the 16 fp16 scales: the file's bytes, rearranged. Bit
+// for bit the token-lane kernel's outputs.
+inline constexpr int64_t kQ8GroupBlockBytes = 8 * 64 + 32;
+Kernel X86Q8PackedKernel();
 
 // The AVX512-VNNI kernel for I16 lane tiles x kI16 activations (w_stride = the group stride),
 // and the converter that writes those tiles from nr rows of F16 or F32 weights (`type`; row
@@ -164,8 +176,9 @@ constexpr PackedGroupLayout PackedGroupK16(bool has_min, bool nibbles, bool thir
   return {qh + (third ? 64 : 0), -1, third ? qh : -1, nibbles ? qs : -1, sc, two};
 }
 
-// The x86 kernels for packed rows (kQ8X16 activations) of every block-quantized type but Q8_0
-// at `level`; fn == nullptr for other types. Defined in matmul_quant_x86.cc.
+// The x86 kernels for packed rows (kQ8X16 activations; Q8_0: X86Q8PackedKernel, AVX512-VNNI
+// only) of every block-quantized type at `level`; fn == nullptr for other types and levels.
+// Defined in matmul_quant_x86.cc.
 Kernel X86PackedKernel(SimdLevel level, GgmlType type);
 
 }  // namespace pagoda::cpu::mm::internal

@@ -295,13 +295,46 @@ void PackBlock32Rows(const WeightView& w, uint8_t* dst) {
   });
 }
 
+// Q8_0 in groups of 16 rows (matmul_kernels.h kQ8GroupBlockBytes); rows past w.rows in the last
+// group are zero (scale 0: they add exactly nothing).
+void PackQ8Rows(const WeightView& w, uint8_t* dst) {
+  constexpr int64_t kBlock = 34;
+  const int64_t nb = w.cols / 32, groups = (w.rows + 15) / 16;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups), [&](const auto& range) {
+    for (int64_t g = range.begin(); g < range.end(); ++g) {
+      uint8_t* out = dst + g * nb * internal::kQ8GroupBlockBytes;
+      std::memset(out, 0, static_cast<size_t>(nb * internal::kQ8GroupBlockBytes));
+      for (int64_t r = 0; r < 16 && 16 * g + r < w.rows; ++r) {
+        const uint8_t* row = w.row(16 * g + r);
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = row + b * kBlock;
+          uint8_t* o = out + b * internal::kQ8GroupBlockBytes;
+          for (int i = 0; i < 32; ++i) o[64 * (i / 4) + 4 * r + i % 4] = blk[2 + i] ^ 0x80;
+          std::memcpy(o + 512 + 2 * r, blk, 2);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool CanPackRows(GgmlType type) {
-  return FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
+  return type == GgmlType::kQ8_0 || FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 ||
+         HalfFieldsOf(type).bytes > 0;
+}
+
+bool ReadsPackedRows(GgmlType type, SimdLevel level) {
+  return CanPackRows(type) && internal::X86PackedKernel(level, type).fn != nullptr;
+}
+
+int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
+  const int64_t padded = type == GgmlType::kQ8_0 ? (rows + 15) / 16 * 16 : rows;
+  return padded * PackedRowBytes(type, cols);
 }
 
 int64_t PackedRowBytes(GgmlType type, int64_t cols) {
+  if (type == GgmlType::kQ8_0) return cols / 32 * internal::kQ8GroupBlockBytes / 16;
   int64_t group_bytes = GroupOf(FieldsOf(type)).bytes;
   if (const HalfFields f = HalfFieldsOf(type); f.bytes > 0) group_bytes = GroupOf(f).bytes;
   if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
@@ -311,6 +344,7 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 }
 
 void PackRows(const WeightView& w, uint8_t* dst) {
+  if (w.type == GgmlType::kQ8_0) return PackQ8Rows(w, dst);
   if (const HalfFields f = HalfFieldsOf(w.type); f.bytes > 0) return PackHalfRows(w, f, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);

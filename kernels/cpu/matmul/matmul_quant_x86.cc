@@ -80,7 +80,11 @@ Kernel LevelKernel(SimdLevel level, GgmlType type, bool packed) {
 }  // namespace
 
 Kernel X86QuantKernel(SimdLevel level, GgmlType type) { return LevelKernel(level, type, false); }
-Kernel X86PackedKernel(SimdLevel level, GgmlType type) { return LevelKernel(level, type, true); }
+Kernel X86PackedKernel(SimdLevel level, GgmlType type) {
+  if (type == GgmlType::kQ8_0)
+    return level >= SimdLevel::kAvx512Vnni ? X86Q8PackedKernel() : Kernel{};
+  return LevelKernel(level, type, true);
+}
 
 }  // namespace pagoda::cpu::mm::internal
 

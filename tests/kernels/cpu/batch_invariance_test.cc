@@ -55,9 +55,9 @@ class Schedule {
     kv.num_blocks = 160;
     kv.dtype = KvDtype::kF16;
     cpu::CpuBackendOptions o;
-    // The F32 / BF16 models run with the default (auto), the others with it on.
-    const bool float_model = cpu::BatchInvariant(cpu::BatchInvariance::kAuto, model.weights);
-    o.batch_invariance = float_model ? cpu::BatchInvariance::kAuto : cpu::BatchInvariance::kOn;
+    // The models where it is free run with the default (auto), the others with it on.
+    const bool free = cpu::BatchInvariant(o, model.weights);
+    o.batch_invariance = free ? cpu::BatchInvariance::kAuto : cpu::BatchInvariance::kOn;
     auto backend = cpu::CpuBackend::Create(model.config, model.weights, kv, StepLimits{512, 8}, o);
     EXPECT_TRUE(backend.ok()) << backend.status().ToString();
     if (backend.ok()) backend_ = std::move(*backend);
@@ -249,19 +249,32 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // auto turns it on exactly where it is free: models whose matrices are all F32 or BF16.
-TEST(BatchInvarianceAuto, OnForFloatModelsOnly) {
+// Auto: on for F32 / BF16 models, and for Q8_0 ones when packed at AVX512-VNNI.
+TEST(BatchInvarianceAuto, OnWhereItIsFree) {
   using cpu::BatchInvariance;
+  using cpu::SimdLevel;
+  const bool vnni = cpu::EffectiveSimdLevel(cpu::kMaxSimdLevel) >= SimdLevel::kAvx512Vnni;
   for (const auto& [file, want] :
        std::vector<std::pair<std::string, bool>>{{"llama-gqa-f32.gguf", true},
                                                  {"qwen2-bias-f32.gguf", true},
                                                  {"llama-gqa-f16.gguf", false},
-                                                 {"llama-gqa-q8_0.gguf", false},
+                                                 {"llama-gqa-q8_0.gguf", vnni},
                                                  {"llama-gqa-q4_k_m.gguf", false}}) {
     auto model = testing::LoadModelOrFail(testing::SharedPath("models/synth-gqa/" + file));
     ASSERT_TRUE(model);
-    EXPECT_EQ(cpu::BatchInvariant(BatchInvariance::kAuto, model->weights), want) << file;
-    EXPECT_TRUE(cpu::BatchInvariant(BatchInvariance::kOn, model->weights)) << file;
-    EXPECT_FALSE(cpu::BatchInvariant(BatchInvariance::kOff, model->weights)) << file;
+    cpu::CpuBackendOptions o;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), want) << file;
+    o.max_simd_level = SimdLevel::kAvx2;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), file.find("f32") != std::string::npos)
+        << file;
+    o.max_simd_level = cpu::kMaxSimdLevel;
+    o.pack_weights = false;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), file.find("f32") != std::string::npos)
+        << file;
+    o.batch_invariance = BatchInvariance::kOn;
+    EXPECT_TRUE(cpu::BatchInvariant(o, model->weights)) << file;
+    o.batch_invariance = BatchInvariance::kOff;
+    EXPECT_FALSE(cpu::BatchInvariant(o, model->weights)) << file;
   }
 }
 
@@ -276,7 +289,7 @@ TEST(BatchInvarianceBf16, LogitsDoNotDependOnTheSchedule) {
   ASSERT_TRUE(made.ok()) << made.ToString();
   auto model = testing::LoadModelOrFail(o.output);
   ASSERT_TRUE(model);
-  EXPECT_TRUE(cpu::BatchInvariant(cpu::BatchInvariance::kAuto, model->weights));
+  EXPECT_TRUE(cpu::BatchInvariant(cpu::CpuBackendOptions{}, model->weights));
   ExpectBatchInvariant(*model, "tiny bf16");
 }
 

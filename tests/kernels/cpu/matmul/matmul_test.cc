@@ -53,7 +53,7 @@ struct Matrix {
   }
   // Makes view() carry a packed copy (types with CanPackRows).
   void Pack() {
-    std::vector<uint8_t> out(static_cast<size_t>(rows * PackedRowBytes(type, cols)));
+    std::vector<uint8_t> out(static_cast<size_t>(PackedBytes(type, rows, cols)));
     PackRows(view(), out.data());
     packed = std::move(out);
   }
@@ -284,7 +284,7 @@ TEST_P(MatMulTest, MatchesFp64Reference) {
 // Batches of up to 8 tokens (the speculative verification sizes) give each token bit for bit what
 // it gets alone: F32 / F16 / BF16 (the tiles) at every level, and at avx512vnni+ Q8_0 (below its
 // token-lane kernel), the K-quants (RowK; Q6_K's tiles) and the packed rows (every
-// block-quantized type but Q8_0; the K-quants also from the file's rows).
+// block-quantized type; Q8_0 and the K-quants also from the file's rows).
 TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
   struct Case {
     GgmlType type;
@@ -461,10 +461,10 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     PackableTypesAndLevels, PackedMatMulTest,
-    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                                         GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ4_K,
-                                         GgmlType::kQ5_K, GgmlType::kIQ4_XS, GgmlType::kQ2_K,
-                                         GgmlType::kQ3_K, GgmlType::kQ6_K),
+    ::testing::Combine(::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                         GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
+                                         GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kIQ4_XS,
+                                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ6_K),
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
@@ -561,7 +561,9 @@ TEST(MatMulApiTest, LevelNamesParse) {
     EXPECT_STREQ(KernelName(GgmlType::kQ5_1, SimdLevel::kAvx512Vnni, true), "avx512vnni/q5_1x16");
   }
   EXPECT_STREQ(KernelName(GgmlType::kQ4_0, SimdLevel::kPortable, true), "portable/dequant+f32");
-  EXPECT_FALSE(CanPackRows(GgmlType::kQ8_0));
+  EXPECT_TRUE(CanPackRows(GgmlType::kQ8_0));
+  EXPECT_EQ(PackedRowBytes(GgmlType::kQ8_0, 64), 2 * 34);
+  EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 17, 64), 32 * 68);
   EXPECT_FALSE(CanPackRows(GgmlType::kF16));
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_0, 544), 2 * 16 * 22);
   // Two super-blocks per group: fp16 d and dmin x 2, 16 scale and 16 min bytes, (qh,) qs.
