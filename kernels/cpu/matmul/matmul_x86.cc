@@ -37,6 +37,22 @@ namespace {
 
 constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
 
+// The float kernels' tiles read R rows as R streams of a few KiB each (one row of F16 2048 is a
+// 4 KiB page), and the hardware prefetcher stops at every page and is slow to start again: so
+// each tile prefetches, at the byte it is at, the rows of the tile kFpTilesAhead tiles on (rows
+// past the matrix are prefetched harmlessly). bench model medium F16 / BF16 decode, fraction of
+// the interleaved read bandwidth, interleaved runs at 17-25 GB/s: none F16 0.74-0.76, BF16
+// 0.79-0.83; 1 tile ahead 0.92-0.95, 0.98-0.99; 2 tiles 0.93-0.97, 0.975-0.986; 4: 0.91, 0.96-0.97.
+constexpr int kFpTilesAhead = 2;
+
+template <int R>
+inline void PrefetchTileRows(const uint8_t* w, int64_t ws, int64_t byte) {
+  const uint8_t* ahead = w + kFpTilesAhead * R * ws + byte;
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + r * ws), _MM_HINT_T0);
+  }
+}
+
 enum class Wf { kF32, kF16, kBf16 };  // float weight formats widened in registers
 
 PAGODA_MM_AVX2 inline float Fp16Scale(const uint8_t* p) {
@@ -89,7 +105,9 @@ PAGODA_MM_AVX2 void TileFp256(const uint8_t* w, int64_t ws, const float* x, int6
     PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   const int64_t c8 = cols / 8 * 8;
+  constexpr int64_t kBytes = F == Wf::kF32 ? 4 : 2;
   for (int64_t c = 0; c < c8; c += 8) {
+    if ((c * kBytes) % 64 == 0) PrefetchTileRows<R>(w, ws, c * kBytes);
     __m256 wv[R];
     PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] = LoadW8<F>(w + r * ws, c);
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
@@ -192,7 +210,11 @@ PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, in
     PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   const int64_t c16 = cols / 16 * 16;
-  for (int64_t c = 0; c < c16; c += 16) StepFp512<F, R, T>(w, ws, x, cols, c, 0xffff, acc);
+  constexpr int64_t kBytes = F == Wf::kF32 ? 4 : 2;
+  for (int64_t c = 0; c < c16; c += 16) {
+    if ((c * kBytes) % 64 == 0) PrefetchTileRows<R>(w, ws, c * kBytes);
+    StepFp512<F, R, T>(w, ws, x, cols, c, 0xffff, acc);
+  }
   if (c16 < cols) {
     const __mmask16 m = static_cast<__mmask16>((1u << (cols - c16)) - 1);
     StepFp512<F, R, T>(w, ws, x, cols, c16, m, acc);
@@ -559,7 +581,10 @@ PAGODA_MM_BF16 void TileBf16Dp(const uint8_t* w, int64_t ws, const Activations& 
   }
   const uint16_t* xb = a.xb + t0 * a.ld;
   const int64_t c32 = a.cols / 32 * 32;
-  for (int64_t c = 0; c < c32; c += 32) StepBf16<R, T>(w, ws, xb, a.ld, c, ~0u, acc);
+  for (int64_t c = 0; c < c32; c += 32) {
+    PrefetchTileRows<R>(w, ws, 2 * c);
+    StepBf16<R, T>(w, ws, xb, a.ld, c, ~0u, acc);
+  }
   if (c32 < a.cols) {
     const __mmask32 m = static_cast<__mmask32>((1u << (a.cols - c32)) - 1);
     StepBf16<R, T>(w, ws, xb, a.ld, c32, m, acc);
