@@ -318,7 +318,11 @@ int64_t ConvertedMinTokens(GgmlType type) {
 // products, 11 instructions per 512 of them, but a whole group of 16 tokens' work). Below it the
 // row kernel (RowQ8Vec, up to 8 tokens per pass): a medium-model step of 8 tokens took 52.3 ms
 // there against 62.3 ms for 9 by lanes (bench verify, read bandwidth 48.5 GB/s).
+// From packed rows (X86Q8PackedKernel) one weight pass serves up to kQ8PackedMaxTokens tokens,
+// so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9 tokens took 1.58x
+// and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s).
 constexpr int64_t kQ8LanesMinTokens = 9;
+constexpr int64_t kQ8PackedLanesMinTokens = internal::kQ8PackedMaxTokens + 1;
 
 // F16 with this many tokens and more follows MatMulOptions::f16. Below it the per-call tile
 // conversion costs more than the faster products gain (int16, gate_up 5632 x 2048 with
@@ -330,9 +334,9 @@ constexpr int64_t kF16FastMinTokens = 32;
 Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed,
               bool batch_invariant) {
   // Packed Q8_0 rows and the token lanes sum a token alike (matmul_kernels.h X86Q8PackedKernel).
-  const bool q8_lanes_invariant =
+  const bool q8_packed =
       type == GgmlType::kQ8_0 && FreeBatchInvariance(type, level, packed);
-  if (batch_invariant && !q8_lanes_invariant) n_tokens = 1;
+  if (batch_invariant && !q8_packed) n_tokens = 1;
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
     if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
       return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
@@ -341,7 +345,8 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, b
       return {internal::X86I16Kernel(), RowConversion::kI16};
     }
   }
-  if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n_tokens >= kQ8LanesMinTokens) {
+  if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni &&
+      n_tokens >= (q8_packed ? kQ8PackedLanesMinTokens : kQ8LanesMinTokens)) {
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
   }
   if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {

@@ -502,23 +502,28 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t 
     }
     const __m512 wd =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
-    __m512i dot[T][2];
+    // Two int32 chains per token hide vpdpbusd's latency for few tokens; from 4 the tokens do
+    // (and 12 tokens' accumulators leave no registers for a second chain). Exact either way.
+    constexpr int kChains = T < 4 ? 2 : 1;
+    __m512i dot[T][kChains];
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       dot[t][0] = _mm512_slli_epi32(_mm512_set1_epi32(a.xc[(t0 + t) * nbx + b]), 3);
-      dot[t][1] = _mm512_setzero_si512();
+      if constexpr (kChains == 2) dot[t][kChains - 1] = _mm512_setzero_si512();
     }
     PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
       const __m512i wv = _mm512_loadu_si512(blk + 64 * k);
       PAGODA_UNROLL for (int t = 0; t < T; ++t) {
         int32_t four;
         std::memcpy(&four, Q8VecCodes(a.xq + (t0 + t) * a.ld, b, k), 4);
-        dot[t][k % 2] = _mm512_dpbusd_epi32(dot[t][k % 2], wv, _mm512_set1_epi32(four));
+        __m512i& d = dot[t][k % kChains];
+        d = _mm512_dpbusd_epi32(d, wv, _mm512_set1_epi32(four));
       }
     }
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const __m512 xd = _mm512_set1_ps(a.xd[(t0 + t) * nbx + b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dot[t][0], dot[t][1])),
-                               _mm512_mul_ps(xd, wd), acc[t]);
+      const __m512i isum =
+          kChains == 2 ? _mm512_add_epi32(dot[t][0], dot[t][kChains - 1]) : dot[t][0];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd), acc[t]);
     }
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
@@ -529,10 +534,12 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t 
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
   for (int64_t r = 0; r < nr; r += 16) {
-    for (int64_t t = 0; t < nt; t += 8) {
-      ForTile<1, 8>(1, std::min<int64_t>(8, nt - t), [&]<int R, int T>() {
-        GroupQ8Rows<T>(w + r * ws, a, t0 + t, y + t * ldy + r, ldy, std::min<int64_t>(16, nr - r));
-      });
+    for (int64_t t = 0; t < nt; t += kQ8PackedMaxTokens) {
+      ForTile<1, kQ8PackedMaxTokens>(1, std::min<int64_t>(kQ8PackedMaxTokens, nt - t),
+                                     [&]<int R, int T>() {
+                                       GroupQ8Rows<T>(w + r * ws, a, t0 + t, y + t * ldy + r, ldy,
+                                                      std::min<int64_t>(16, nr - r));
+                                     });
     }
   }
 }

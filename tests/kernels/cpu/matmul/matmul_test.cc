@@ -343,7 +343,7 @@ TEST_P(MatMulTest, BatchInvariantPlansDoNotDependOnTheBatch) {
     for (int64_t t = 0; t < max_n; ++t) {
       MatMul(m.view(), x.data() + t * cols, 1, alone.data() + t * rows, options);
     }
-    for (int64_t n : {2, 8, 9, 17, 33, 64, 129, 140}) {
+    for (int64_t n : {2, 8, 9, 12, 13, 17, 33, 64, 129, 140}) {
       std::vector<float> y(static_cast<size_t>(n * rows));
       MatMul(m.view(), x.data(), n, y.data(), options);
       for (int64_t i = 0; i < n * rows; ++i) {
