@@ -439,13 +439,16 @@ TEST(LlamaCppQuantized, Q8_0ModelMatchesLlamaCppLogits) {
   testing::ExpectWithinSynthReference(
       *model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
       "llama-gqa-q8_0 (llama.cpp file)" + KernelLevelInUse(options), options);
-  // Again with the CPU backend's packed copies where the level reads them (AVX512-VNNI).
+  // Again with the CPU backend's packed copies where the level reads them (AVX512-VNNI). The
+  // teacher-forced pass above takes the token lanes (file rows) either way, so the packed rows
+  // are checked by free-running greedy decoding, whose 1-token steps read them.
   cpu::PackedWeights packed;
   model->weights = packed.Pack(model->weights, cpu::mm::EffectiveSimdLevel(options));
   if (packed.bytes() == 0) return;
-  testing::ExpectWithinSynthReference(
-      *model, "models/synth-gqa/llama-gqa-q8_0.reference.json", 0.6, 0.12,
-      "llama-gqa-q8_0 (llama.cpp file) packed" + KernelLevelInUse(options), options);
+  const int greedy = testing::ExpectGreedyRobustPrefix(
+      *model, "models/synth-gqa/llama-gqa-q8_0.reference.json", options);
+  EXPECT_GT(greedy, 0);
+  std::printf("  packed: greedy tokens equal over the robust prefixes: %d\n", greedy);
 }
 
 // Every llama.cpp-quantized synth-gqa file (the further types of the synth-gqa README) against

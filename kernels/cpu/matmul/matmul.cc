@@ -334,8 +334,7 @@ constexpr int64_t kF16FastMinTokens = 32;
 Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed,
               bool batch_invariant) {
   // Packed Q8_0 rows and the token lanes sum a token alike (matmul_kernels.h X86Q8PackedKernel).
-  const bool q8_packed =
-      type == GgmlType::kQ8_0 && FreeBatchInvariance(type, level, packed);
+  const bool q8_packed = type == GgmlType::kQ8_0 && FreeBatchInvariance(type, level, packed);
   if (batch_invariant && !q8_packed) n_tokens = 1;
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
     if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
@@ -445,7 +444,7 @@ std::optional<F16Matmul> ParseF16Matmul(std::string_view name) {
 
 bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed) {
   if (type == GgmlType::kF32 || type == GgmlType::kBF16) return true;
-  return type == GgmlType::kQ8_0 && packed && internal::X86PackedKernel(level, type).fn != nullptr;
+  return type == GgmlType::kQ8_0 && packed && ReadsPackedRows(type, level);
 }
 
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {

@@ -128,12 +128,10 @@ ToBf16Fn X86Bf16Converter(GgmlType type);
 // The AVX512-VNNI Q8_0 kernel for kQ8Lanes activations (many tokens); requires the block's
 // t0 to be a multiple of 16.
 Kernel X86Q8LanesKernel();
-// The AVX512-VNNI Q8_0 kernel for packed rows (kQ8Vec activations, up to kQ8PackedMaxTokens
-// tokens a pass): rows
-// in groups of 16 (w_stride = PackedRowBytes; a group starts every 16 rows), each block of a group
-// kQ8GroupBlockBytes: the 16 rows' 4-byte code groups k = 0..7 side by side (64 bytes each), the
-// codes biased to w + 128 (w ^ 0x80), then the 16 fp16 scales: the file's bytes, rearranged. Bit
-// for bit the token-lane kernel's outputs.
+// The AVX512-VNNI Q8_0 kernel for packed rows (the Q8_0 layout above; w_stride = PackedRowBytes,
+// a group starting every 16 rows) x kQ8Vec activations, up to kQ8PackedMaxTokens tokens a pass:
+// bit for bit the token-lane kernel's outputs. kQ8GroupBlockBytes: one block of a group (the
+// file's 16 x 34 bytes, rearranged).
 inline constexpr int64_t kQ8GroupBlockBytes = 8 * 64 + 32;
 inline constexpr int kQ8PackedMaxTokens = 12;
 Kernel X86Q8PackedKernel();

@@ -41,8 +41,8 @@ constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
 // 4 KiB page), and the hardware prefetcher stops at every page and is slow to start again: so
 // each tile prefetches, at the byte it is at, the rows of the tile kFpTilesAhead tiles on (rows
 // past the matrix are prefetched harmlessly). bench model medium F16 / BF16 decode, fraction of
-// the interleaved read bandwidth, interleaved runs at 17-25 GB/s: none F16 0.74-0.76, BF16
-// 0.79-0.83; 1 tile ahead 0.92-0.95, 0.98-0.99; 2 tiles 0.93-0.97, 0.975-0.986; 4: 0.91, 0.96-0.97.
+// the interleaved read bandwidth, interleaved runs at 17-26 GB/s: none F16 0.74-0.76, BF16
+// 0.78-0.83; 1 tile ahead 0.92-0.95, 0.98-0.99; 2 tiles 0.93-0.97, 0.975-0.986; 4: 0.91, 0.96-0.97.
 constexpr int kFpTilesAhead = 2;
 
 template <int R>
@@ -478,7 +478,8 @@ PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const int32_t* sta
 // codes biased to w + 128 against 4 signed activation bytes broadcast from memory), the start
 // 8 * xc = -128 * sum(x) (kQ8Vec) removing the bias. Each (row, token) then takes
 // acc = fma(float(isum_b), xd_b * wd_b, acc) block after block: TileQ8Lanes's chain with the
-// same operands, so for 1..8 tokens here and 9+ there every output is the same bit for bit.
+// same operands, so for up to kQ8PackedMaxTokens tokens here and more there every output is the
+// same bit for bit.
 // Prefetch distance, chosen with bench model (--pack-weights off/on, interleaved): 4 blocks
 // ahead and every other line ran at 0.85-0.86 of the read bandwidth as the file rows did; 8
 // blocks ahead and every line at 0.92-0.93.

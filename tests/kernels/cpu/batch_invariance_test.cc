@@ -248,8 +248,8 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
-// auto turns it on exactly where it is free: models whose matrices are all F32 or BF16.
-// Auto: on for F32 / BF16 models, and for Q8_0 ones when packed at AVX512-VNNI.
+// auto turns it on exactly where it is free: models whose matrices are all F32 or BF16, and
+// Q8_0 ones when packed at AVX512-VNNI (not below it, not without pack_weights).
 TEST(BatchInvarianceAuto, OnWhereItIsFree) {
   using cpu::BatchInvariance;
   using cpu::SimdLevel;
@@ -262,15 +262,14 @@ TEST(BatchInvarianceAuto, OnWhereItIsFree) {
                                                  {"llama-gqa-q4_k_m.gguf", false}}) {
     auto model = testing::LoadModelOrFail(testing::SharedPath("models/synth-gqa/" + file));
     ASSERT_TRUE(model);
+    const bool f32 = file.find("f32") != std::string::npos;
     cpu::CpuBackendOptions o;
     EXPECT_EQ(cpu::BatchInvariant(o, model->weights), want) << file;
     o.max_simd_level = SimdLevel::kAvx2;
-    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), file.find("f32") != std::string::npos)
-        << file;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), f32) << file;
     o.max_simd_level = cpu::kMaxSimdLevel;
     o.pack_weights = false;
-    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), file.find("f32") != std::string::npos)
-        << file;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), f32) << file;
     o.batch_invariance = BatchInvariance::kOn;
     EXPECT_TRUE(cpu::BatchInvariant(o, model->weights)) << file;
     o.batch_invariance = BatchInvariance::kOff;
