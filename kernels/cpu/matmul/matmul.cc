@@ -50,25 +50,6 @@ Kernel SelectKernel(SimdLevel level, GgmlType type) {
 
 // --------------------------------------------------------------------- activation prep ----
 
-// One token: xq / xd blocks of 32 (d = amax / 127, q = round-to-nearest-even(x / d)).
-void QuantizeQ8(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
-  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
-    const int64_t c0 = b * kQ8Block;
-    const int64_t n = std::clamp<int64_t>(cols - c0, 0, kQ8Block);
-    float amax = 0.0f;
-    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[c0 + i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    xd[b] = d;
-    for (int64_t i = 0; i < kQ8Block; ++i) {
-      // Adding and subtracting 1.5 * 2^23 rounds to nearest even (|x * id| <= 127).
-      const float v = i < n ? x[c0 + i] * id : 0.0f;
-      const float q = (v + 12582912.0f) - 12582912.0f;
-      xq[c0 + i] = static_cast<int8_t>(q);
-    }
-  }
-}
-
 // One token of a K-quant row (cols a multiple of 256): one scale per 256 (d = amax / 127,
 // round to nearest even), the scaled and the plain sum of every 16 quantized values
 // (|sum| <= 16 * 127).
@@ -219,12 +200,15 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
   }
 }
 
-void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, PreparedActivations& p) {
+void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64_t cols,
+             PreparedActivations& p) {
   p.view.x = x;
   p.view.cols = cols;
   if (format == ActFormat::kF32) return;
   Reserve(format, n, cols, p);
   const int64_t ld = p.view.ld;
+  internal::QuantizeQ8Fn quantize_q8 = internal::X86Q8Quantizer(level);
+  if (quantize_q8 == nullptr) quantize_q8 = internal::QuantizeQ8Portable;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       const float* xt = x + t * cols;
@@ -235,11 +219,11 @@ void Prepare(ActFormat format, const float* x, int64_t n, int64_t cols, Prepared
                                     p.xd.data() + t * ld / kQ8Block);
       } else if (format == ActFormat::kQ8X16) {
         const int64_t nbx = ld / kQ8Block;
-        QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * nbx);
+        quantize_q8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * nbx);
         InterleaveX16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx,
                       p.xsum.data() + t * ld / 16);
       } else if (IsQ8(format)) {
-        QuantizeQ8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
+        quantize_q8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
         if (format == ActFormat::kQ8Vec) {
           InterleavePairs(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
         }
@@ -567,7 +551,7 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
     const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16, ws[0]->packed != nullptr,
                                options.batch_invariant);
     PreparedActivations& acts = ThreadActivations();
-    Prepare(plan.kernel.act, x, n_tokens, ws[0]->cols, acts);
+    Prepare(plan.kernel.act, level, x, n_tokens, ws[0]->cols, acts);
     RunProducts(plan, products, acts.view, n_tokens,
                 MaxTokenChunk(plan, ws[0]->type, options.batch_invariant));
   }
@@ -577,4 +561,25 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   }
 }
 
+namespace internal {
+
+void QuantizeQ8Portable(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
+  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
+    const int64_t c0 = b * kQ8Block;
+    const int64_t n = std::clamp<int64_t>(cols - c0, 0, kQ8Block);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[c0 + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    xd[b] = d;
+    for (int64_t i = 0; i < kQ8Block; ++i) {
+      // Adding and subtracting 1.5 * 2^23 rounds to nearest even (|x * id| <= 127).
+      const float v = i < n ? x[c0 + i] * id : 0.0f;
+      const float q = (v + 12582912.0f) - 12582912.0f;
+      xq[c0 + i] = static_cast<int8_t>(q);
+    }
+  }
+}
+
+}  // namespace internal
 }  // namespace pagoda::cpu::mm

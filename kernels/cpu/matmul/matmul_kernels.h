@@ -150,6 +150,14 @@ ToI16LanesFn X86I16Converter(GgmlType type);
 using QuantizeI16Fn = void (*)(const float* x, int64_t cols, int64_t ld, int16_t* xi, float* xd);
 QuantizeI16Fn X86I16Quantizer();
 
+// Quantizes one token of fp32 activations (cols values) to kQ8 blocks of 32: xq ld codes (zero
+// padded), xd ld / 32 scales; d = amax / 127 (NaN values left out of amax), q = x * (1 / d)
+// rounded to nearest even. QuantizeQ8Portable is the definition (matmul.cc); X86Q8Quantizer
+// (matmul_x86.cc) gives the same bytes at `level` (from kAvx512; nullptr below it or off x86-64).
+using QuantizeQ8Fn = void (*)(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd);
+void QuantizeQ8Portable(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd);
+QuantizeQ8Fn X86Q8Quantizer(SimdLevel level);
+
 // The x86 kernels for the block-quantized types other than Q8_0 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
 // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in
 // matmul_quant_x86.cc.

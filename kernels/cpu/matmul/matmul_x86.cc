@@ -673,6 +673,36 @@ ToBf16Fn X86Bf16Converter(GgmlType type) {
   }
 }
 
+namespace {
+
+// QuantizeQ8Portable's bytes 32 values at a time: max(|x|, acc) keeps acc where x is NaN, as
+// std::max(amax, NaN) does; vcvtps2dq rounds x * id to nearest even (MXCSR's default) as adding
+// and subtracting 1.5 * 2^23 does; the codes fit int8, so the truncating narrow is exact.
+PAGODA_MM_AVX512 void QuantizeQ8Avx512(const float* x, int64_t cols, int64_t ld, int8_t* xq,
+                                       float* xd) {
+  for (int64_t b = 0; b < ld / 32; ++b) {
+    const int64_t n = std::clamp<int64_t>(cols - 32 * b, 0, 32);
+    const uint32_t m = n >= 32 ? ~0u : (1u << n) - 1;
+    const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m), x + 32 * b);
+    const __m512 hi = _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), x + 32 * b + 16);
+    const __m512 lo_max = _mm512_max_ps(_mm512_abs_ps(lo), _mm512_setzero_ps());
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(hi), lo_max));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    xd[b] = d;
+    const __m128i ql = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(lo, id)));
+    const __m128i qh = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(hi, id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + 32 * b), ql);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + 32 * b + 16), qh);
+  }
+}
+
+}  // namespace
+
+QuantizeQ8Fn X86Q8Quantizer(SimdLevel level) {
+  return level >= SimdLevel::kAvx512 ? QuantizeQ8Avx512 : nullptr;
+}
+
 Kernel X86Kernel(SimdLevel level, GgmlType type) {
   if (level == SimdLevel::kAvx2) return Avx2Kernels(type);
   if (level >= SimdLevel::kAvx512Bf16 && type == GgmlType::kBF16) {
@@ -696,6 +726,7 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
 
 namespace pagoda::cpu::mm::internal {
 Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
+QuantizeQ8Fn X86Q8Quantizer(SimdLevel) { return nullptr; }
 ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
 Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86Q8PackedKernel() { return {}; }

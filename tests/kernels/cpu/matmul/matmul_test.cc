@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/numerics.h"
+#include "kernels/cpu/matmul/matmul_kernels.h"
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -523,6 +524,38 @@ TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
         EXPECT_EQ(std::isfinite(y[t * m.rows + r]), t != 5 && r != 7) << "t=" << t << " r=" << r;
       }
     }
+  }
+}
+
+// The SIMD activation quantizer writes QuantizeQ8Portable's bytes: random lengths (tails and
+// padding blocks), scales from 1e-30 to 1e30, zero blocks and exact ties (amax 127: d = 1, so
+// +-k.5 rounds to the even neighbour).
+TEST(MatMulApiTest, Q8QuantizerMatchesPortableBitForBit) {
+  const internal::QuantizeQ8Fn simd = internal::X86Q8Quantizer(DetectSimdLevel());
+  if (simd == nullptr)
+    GTEST_SKIP() << "no SIMD Q8 quantizer at " << SimdLevelName(DetectSimdLevel());
+  EXPECT_EQ(internal::X86Q8Quantizer(SimdLevel::kAvx2), nullptr);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t cols = 1 + static_cast<int64_t>(rng() % 700);
+    const int64_t ld = (cols + 31) / 32 * 32 + 32 * static_cast<int64_t>(rng() % 3);
+    const float scale = std::pow(10.0f, static_cast<float>(static_cast<int>(rng() % 61) - 30));
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (float& v : x) v = normal(rng);
+    if (trial % 5 == 0) {  // ties: each block's first value 127, the others k + 0.5
+      for (int64_t c = 0; c < cols; ++c) {
+        x[c] =
+            c % 32 == 0 ? 127.0f : static_cast<float>(static_cast<int>(rng() % 253) - 126) + 0.5f;
+      }
+    }
+    if (trial % 7 == 0) std::fill(x.begin(), x.begin() + std::min<int64_t>(cols, 40), 0.0f);
+    std::vector<int8_t> q_ref(static_cast<size_t>(ld), 99), q_simd(static_cast<size_t>(ld), 42);
+    std::vector<float> d_ref(static_cast<size_t>(ld / 32)), d_simd(static_cast<size_t>(ld / 32));
+    internal::QuantizeQ8Portable(x.data(), cols, ld, q_ref.data(), d_ref.data());
+    simd(x.data(), cols, ld, q_simd.data(), d_simd.data());
+    ASSERT_EQ(q_simd, q_ref) << "cols " << cols << " ld " << ld << " scale " << scale;
+    ASSERT_EQ(0, std::memcmp(d_simd.data(), d_ref.data(), d_ref.size() * sizeof(float)));
   }
 }
 
