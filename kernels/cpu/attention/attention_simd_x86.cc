@@ -30,6 +30,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cpu/matmul/matmul_tiles.h"
 
@@ -238,8 +239,14 @@ void ScoreRows(const RowBlock& rb, int32_t r0, const float* const* k, int32_t n,
     Dots<L, NR>(q, kb, rb.d, acc);
     V::StoreAligned(out, V::Mul(V::ReduceLanes(acc), vscale));
     const int nk = std::min(kK, n - j0);
-    for (int r = 0; r < NR; ++r) {
-      for (int i = 0; i < nk; ++i) s[(r0 + r) * ld + j0 + i] = out[kK * r + i];
+    if (nk == kK) {  // whole passes: one kK-float move per row
+      PAGODA_UNROLL for (int r = 0; r < NR; ++r) {
+        std::memcpy(s + (r0 + r) * ld + j0, out + kK * r, sizeof(float) * kK);
+      }
+    } else {
+      for (int r = 0; r < NR; ++r) {
+        for (int i = 0; i < nk; ++i) s[(r0 + r) * ld + j0 + i] = out[kK * r + i];
+      }
     }
   }
 }
