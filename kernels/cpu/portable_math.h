@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace pagoda::cpu {
@@ -25,10 +26,8 @@ inline float DotPortable(const float* a, const float* b, int64_t n) {
 inline float ExpPortable(float in) {
   const float v = std::max(in, -87.0f);
   const float t = v * 1.44269504088896341f + 0.5f;
-  int32_t e = static_cast<int32_t>(t);
-  float fe = static_cast<float>(e);
-  e = fe > t ? e - 1 : e;
-  fe = fe > t ? fe - 1.0f : fe;
+  const float fe = std::floor(t);  // t > -125: exact, and fits int32
+  const int32_t e = static_cast<int32_t>(fe);
   const float r = (v - fe * 0.693359375f) + fe * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
