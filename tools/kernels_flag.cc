@@ -59,7 +59,9 @@ Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* option
   if (pack == "off" || pack == "0") options->pack_weights = false;
   const std::string invariant =
       !flags.batch_invariant.empty() ? flags.batch_invariant : Env("PAGODA_BATCH_INVARIANT");
-  const std::string_view name = invariant == "1" ? "on" : invariant == "0" ? "off" : invariant;
+  // A std::string: the conditional makes one (from "on" / "off" / invariant), and a string_view
+  // of it would dangle.
+  const std::string name = invariant == "1" ? "on" : invariant == "0" ? "off" : invariant;
   if (const auto mode = ParseEnum<cpu::BatchInvariance>(cpu::kBatchInvarianceNames, name)) {
     options->batch_invariance = *mode;
   }
