@@ -60,10 +60,7 @@ void ApplyRope(float* x, int32_t n_heads, int32_t head_dim, int64_t pos,
 // on the step's calling thread (5 tokens x 5632: 100-175 us, now 20-26 us). ExpPortable holds
 // up to 88, so g <= -88 (silu(g) below 1e-36) and NaN take g * 0 (-0, or NaN, as std::exp's form
 // gives). Compiled without fp contraction (CMakeLists.txt): the same bits from every clone.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void SwiGlu(float* gate, const float* up, int64_t n) {
+PAGODA_SIMD_CLONES void SwiGlu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float neg = -g < 88.0f ? -g : 88.0f;

@@ -1,12 +1,22 @@
 // Portable fp32 building blocks GCC auto-vectorizes, shared by the attention and matmul
-// kernels' portable paths: DotPortable (8 independent accumulators, fixed reduction order) and
-// ExpPortable (branch-free exp).
+// kernels' portable paths and the elementwise ops: DotPortable (8 independent accumulators,
+// fixed reduction order), ExpPortable (branch-free exp) and PAGODA_SIMD_CLONES.
 #pragma once
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+
+// On a function whose loop GCC auto-vectorizes: AVX-512 and AVX2 clones beside the default,
+// chosen at load time by the ifunc resolver. The file must be compiled with -fno-trapping-math
+// (GCC if-converts ExpPortable's selects only then).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PAGODA_SIMD_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define PAGODA_SIMD_CLONES
+#endif
 
 namespace pagoda::cpu {
 

@@ -8,13 +8,8 @@
 #include "kernels/cpu/attention/kv_convert.h"
 #include "kernels/cpu/portable_math.h"
 
-// ExpInPlace is a plain fp32 loop GCC auto-vectorizes; PAGODA_SIMD_CLONES adds an AVX2+FMA
-// clone chosen at load time by the ifunc resolver. The tile kernels live in attention_simd.h.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PAGODA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define PAGODA_SIMD_CLONES
-#endif
+// ExpInPlace is a plain fp32 loop GCC auto-vectorizes, in PAGODA_SIMD_CLONES (portable_math.h).
+// The tile kernels live in attention_simd.h.
 
 namespace pagoda::cpu::attn {
 namespace {
