@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+
+#include "kernels/cpu/simd_level.h"
 
 namespace pagoda::bench {
 namespace {
@@ -73,6 +76,36 @@ __attribute__((target("avx512f,avx512vnni"))) float Int8Avx512(long iters) {
   return static_cast<float>(_mm512_cvtsi512_si32(s));
 }
 
+// AMX int8 tile products (tdpbssd, 16 x 16 x 64 each) on four independent accumulator tiles;
+// only called when cpu::DetectSimdLevel() >= kAmx (which has the OS grant the tile state).
+struct alignas(64) AmxConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16};
+};
+
+__attribute__((target("amx-tile,amx-int8"))) float Int8Amx(long iters) {
+  static const AmxConfig config;
+  alignas(64) int8_t a[16 * 64] = {};
+  alignas(64) int32_t c[16 * 16];
+  _tile_loadconfig(&config);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (long i = 0; i < iters; ++i) {
+    _tile_dpbssd(0, 4, 5);
+    _tile_dpbssd(1, 4, 5);
+    _tile_dpbssd(2, 4, 5);
+    _tile_dpbssd(3, 4, 5);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return static_cast<float>(c[0]);
+}
+
 // Runs `kernel` on every arena thread for ~`seconds`; returns G ops/s (best of 3).
 template <typename Kernel>
 double Measure(Kernel kernel, double ops_per_iter, double seconds) {
@@ -111,6 +144,9 @@ PeakCompute MeasurePeakCompute(double seconds) {
   }
   if (__builtin_cpu_supports("avx512vnni")) {
     p.int8_gops = Measure(Int8Avx512, 16.0 * 64 * 2, seconds);
+  }
+  if (cpu::DetectSimdLevel() >= cpu::SimdLevel::kAmx) {
+    p.amx_int8_gops = Measure(Int8Amx, 4.0 * 16 * 16 * 64 * 2, seconds);
   }
   return p;
 }

@@ -47,7 +47,8 @@ json MeasureLimits(const cpu::ReadBuffer& buf, bool quiet) {
           {"read_kernel", cpu::ReadBuffer::KernelName()},
           {"fp32_gflops", p.fp32_gflops},
           {"bf16_gflops", p.bf16_gflops},
-          {"int8_gops", p.int8_gops}};
+          {"int8_gops", p.int8_gops},
+          {"amx_int8_gops", p.amx_int8_gops}};
 }
 
 struct ModelBenchArgs {

@@ -18,9 +18,10 @@ std::string Env(const char* name) {
 }  // namespace
 
 void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
-  cmd->add_option("--kernels", flags->kernels,
-                  "Cap the CPU kernel level: portable | avx2 | avx512 | avx512vnni | avx512bf16 "
-                  "| auto (default: the best this CPU has)");
+  cmd->add_option(
+      "--kernels", flags->kernels,
+      "Cap the CPU kernel level: portable | avx2 | avx512 | avx512vnni | avx512bf16 | amx "
+      "| auto (default: the best this CPU has)");
   cmd->add_option("--f16-matmul", flags->f16_matmul,
                   "F16 weights in batches of 32+ tokens: int16 (default; 13-bit block-scaled "
                   "int16 products on AVX512-VNNI) | exact (fp32 products) | bf16 (weights and "
@@ -44,8 +45,9 @@ Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* option
   if (!flags.kernels.empty()) {
     const std::optional<cpu::SimdLevel> level = cpu::ParseSimdLevel(flags.kernels);
     if (!level) {
-      return InvalidArgument("--kernels: '" + flags.kernels +
-                             "' (expected portable, avx2, avx512, avx512vnni, avx512bf16 or auto)");
+      return InvalidArgument(
+          "--kernels: '" + flags.kernels +
+          "' (expected portable, avx2, avx512, avx512vnni, avx512bf16, amx or auto)");
     }
     options->max_simd_level = *level;
   } else if (const auto level = cpu::ParseSimdLevel(Env("PAGODA_KERNELS"))) {

@@ -1,6 +1,6 @@
 // The CPU kernel flags of the commands that compute (generate, serve, bench model):
 //   --kernels LEVEL caps the SIMD level of every CPU kernel (portable | avx2 | avx512 |
-//     avx512vnni | avx512bf16 | auto) so every level can be exercised on one machine; the
+//     avx512vnni | avx512bf16 | amx | auto) so every level can be exercised on one machine; the
 //     effective level is logged (BackendCapabilities::kernels).
 //   --f16-matmul int16|exact|bf16: how F16 weights are multiplied in batches (see
 //     kernels/cpu/matmul/matmul.h F16Matmul).

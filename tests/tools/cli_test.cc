@@ -391,7 +391,7 @@ TEST(Cli, SpeculativeSamplingKeepsTheDistribution) {
 // aidreams260K is F32, so the tokens alone would not show that the flag took effect.
 TEST(Cli, GenerateMatchesAidreamsReferenceAtEveryKernelLevel) {
   const std::string model = Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf"));
-  for (const char* level : {"portable", "avx2", "avx512", "avx512vnni", "avx512bf16"}) {
+  for (const char* level : {"portable", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx"}) {
     std::string err;
     const auto r = RunPagodaWithStderr(
         std::string("generate --max-tokens 2 --prompt hi --kernels ") + level + " --model " + model,

@@ -122,7 +122,17 @@ void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* 
 }
 
 bool IsQ8(ActFormat f) {
-  return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Lanes;
+  return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Amx ||
+         f == ActFormat::kQ8Lanes;
+}
+
+// kQ8Amx: one token's block start values -128 * sum(codes) (matmul_kernels.h).
+void BlockStarts(const int8_t* xq, int64_t ld, int32_t* xc) {
+  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
+    int32_t sum = 0;
+    for (int64_t i = 0; i < kQ8Block; ++i) sum += xq[b * kQ8Block + i];
+    xc[b] = -128 * sum;
+  }
 }
 
 // Owned storage behind an Activations view.
@@ -183,7 +193,9 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     // kQ8Vec: whole groups of 4 blocks (its kernel's step); else whole block pairs.
     const int64_t unit = (format == ActFormat::kQ8Vec ? 4 : 2) * kQ8Block;
     p.view.ld = (cols + unit - 1) / unit * unit;
-    if (format == ActFormat::kQ8Vec) p.xc.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    if (format == ActFormat::kQ8Vec || format == ActFormat::kQ8Amx) {
+      p.xc.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    }
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
     if (format == ActFormat::kQ8Lanes) {
@@ -226,6 +238,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
         quantize_q8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
         if (format == ActFormat::kQ8Vec) {
           InterleavePairs(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
+        } else if (format == ActFormat::kQ8Amx) {
+          BlockStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
         }
       } else {
         int8_t* xq = p.xq.data() + t * cols;
@@ -305,6 +319,9 @@ int64_t ConvertedMinTokens(GgmlType type) {
 // From packed rows (X86Q8PackedKernel) one weight pass serves up to kQ8PackedMaxTokens tokens,
 // so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9 tokens took 1.58x
 // and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s).
+// At kAmx the batches of packed rows take the AMX kernel instead of the lanes (the same outputs):
+// pagoda_bench_matmul Q8_0 gate_up 5632 x 2048, 16 tokens 0.78-0.85 ms against 1.53-1.83 ms by
+// lanes; below 13 tokens it lost to the packed-row kernel (5 tokens: 1.12 ms against 0.53).
 constexpr int64_t kQ8LanesMinTokens = 9;
 constexpr int64_t kQ8PackedLanesMinTokens = internal::kQ8PackedMaxTokens + 1;
 
@@ -317,7 +334,7 @@ constexpr int64_t kF16FastMinTokens = 32;
 // token alike at every batch size (no F16 fast path, no Q8_0 token lanes, no I16 conversion).
 Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed,
               bool batch_invariant) {
-  // Packed Q8_0 rows and the token lanes sum a token alike (matmul_kernels.h X86Q8PackedKernel).
+  // Packed Q8_0 rows, the token lanes and AMX sum a token alike (matmul_kernels.h).
   const bool q8_packed = type == GgmlType::kQ8_0 && FreeBatchInvariance(type, level, packed);
   if (batch_invariant && !q8_packed) n_tokens = 1;
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
@@ -330,6 +347,9 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, b
   }
   if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni &&
       n_tokens >= (q8_packed ? kQ8PackedLanesMinTokens : kQ8LanesMinTokens)) {
+    if (level >= SimdLevel::kAmx && packed) {
+      return {internal::X86Q8AmxKernel(), RowConversion::kPacked};
+    }
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
   }
   if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {
@@ -442,9 +462,9 @@ const char* KernelName(GgmlType type, SimdLevel level, bool packed) {
   }
   const Kernel k = SelectKernel(level, type);
   if (k.fn != nullptr) return k.name;
-  constexpr const char* kNames[] = {"portable/dequant+f32", "avx2/dequant+f32",
-                                    "avx512/dequant+f32", "avx512vnni/dequant+f32",
-                                    "avx512bf16/dequant+f32"};
+  constexpr const char* kNames[] = {"portable/dequant+f32",   "avx2/dequant+f32",
+                                    "avx512/dequant+f32",     "avx512vnni/dequant+f32",
+                                    "avx512bf16/dequant+f32", "amx/dequant+f32"};
   return kNames[static_cast<int>(level)];
 }
 

@@ -15,7 +15,9 @@
 //     (d = amax / 127, round to nearest even) and dotted in int32 per block: AVX2 / AVX-512
 //     vpmaddubsw with the sign trick, AVX512-VNNI vpdpbusd with the weights biased to (w + 128)
 //     and start values that remove the bias (one row at a time for up to 8 tokens, steps of 4
-//     blocks whose int32 lanes are summed per block before one convert + FMA). Error: at most
+//     blocks whose int32 lanes are summed per block before one convert + FMA; at kAmx, batches
+//     of 13+ tokens on packed rows as 16 x 16 int8 tile products per block, the same int32 and
+//     the same FMA chain, so the same bits). Error: at most
 //     sum_blocks sum_i |w_i| * amax_block(x) / 254 plus fp32 rounding.
 //   Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: the Q8_0 activation blocks; the 4/5-bit codes (IQ4_NL: its
 //     signed levels) are unpacked in registers and dotted exactly in int32 per block (offsets

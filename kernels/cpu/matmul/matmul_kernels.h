@@ -33,6 +33,9 @@
 //          xd fp32 [n][ld / 32]                         block scales (natural order)
 //          xs fp32 [n][ld / 32]                         xd times the sum of the block's codes
 //          xsum int16 [n][ld / 512][2 h][16 L]          the sum of codes 16h..16h+15 of block L
+//   kQ8Amx: kQ8 (codes in natural order, ld a multiple of 64) and
+//          xc int32 [n][ld / 32]              -128 * the sum of the block's codes: the start
+//                                             value that removes a +128 weight bias
 //   kI16:  xi int16 [n][ld]                  (ld = cols rounded up to 32, zero padded)
 //          xd fp32 [n][ld / 32]              block scales (d = amax / 8191, round to nearest
 //          x[t][c] ~= xd[t][c / 32] * xi[t][c]   even: |xi| <= 8191)
@@ -88,7 +91,18 @@
 
 namespace pagoda::cpu::mm::internal {
 
-enum class ActFormat : int8_t { kF32, kBf16, kQ8, kQ8Vec, kQ8K, kQ8KQ4, kQ8Lanes, kQ8X16, kI16 };
+enum class ActFormat : int8_t {
+  kF32,
+  kBf16,
+  kQ8,
+  kQ8Vec,
+  kQ8Amx,
+  kQ8K,
+  kQ8KQ4,
+  kQ8Lanes,
+  kQ8X16,
+  kI16
+};
 
 struct Activations {
   const float* x = nullptr;
@@ -96,7 +110,7 @@ struct Activations {
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const float* xs = nullptr;      // kQ8K / kQ8KQ4 / kQ8X16 only
-  const int32_t* xc = nullptr;    // kQ8Vec only
+  const int32_t* xc = nullptr;    // kQ8Vec, kQ8Amx only
   const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
   const int16_t* xi = nullptr;    // kI16 only
@@ -135,6 +149,10 @@ Kernel X86Q8LanesKernel();
 inline constexpr int64_t kQ8GroupBlockBytes = 8 * 64 + 32;
 inline constexpr int kQ8PackedMaxTokens = 12;
 Kernel X86Q8PackedKernel();
+// The AMX Q8_0 kernel: packed rows (as X86Q8PackedKernel's) x kQ8Amx activations, any number
+// of tokens, bit for bit the token-lane and packed-row kernels' outputs. Only called at
+// SimdLevel::kAmx. Defined in matmul_amx_x86.cc; empty off x86-64.
+Kernel X86Q8AmxKernel();
 
 // The AVX512-VNNI kernel for I16 lane tiles x kI16 activations (w_stride = the group stride),
 // and the converter that writes those tiles from nr rows of F16 or F32 weights (`type`; row

@@ -72,6 +72,7 @@ Kernel LevelKernel(SimdLevel level, GgmlType type, bool packed) {
       return packed ? qk_avx512::PackedKernels(type) : qk_avx512::Kernels(type);
     case SimdLevel::kAvx512Vnni:
     case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAmx:
       return packed ? qk_vnni::PackedKernels(type) : qk_vnni::Kernels(type);
   }
   return {};

@@ -142,9 +142,7 @@ TEST(ForwardReference, Aidreams260KMatchesLlama2cThroughTheBackendAtEveryLevel) 
   const std::vector<AidreamsCase> cases = AidreamsCases();
   ASSERT_EQ(cases.size(), 6u);
   std::vector<std::vector<float>> portable, best;  // case 0's decode logits, for the check below
-  for (cpu::SimdLevel level :
-       {cpu::SimdLevel::kPortable, cpu::SimdLevel::kAvx2, cpu::SimdLevel::kAvx512,
-        cpu::SimdLevel::kAvx512Vnni, cpu::SimdLevel::kAvx512Bf16}) {
+  for (cpu::SimdLevel level : cpu::kAllSimdLevels) {
     SCOPED_TRACE(cpu::SimdLevelName(level));
     BackendSequence seq(*model, level);
     ASSERT_TRUE(seq.backend());

@@ -243,8 +243,7 @@ void ExpectMatches(const Matrix& m, const std::vector<float>& x, int64_t n,
 
 std::vector<SimdLevel> Levels() {
   std::vector<SimdLevel> levels;
-  for (SimdLevel l : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512,
-                      SimdLevel::kAvx512Vnni, SimdLevel::kAvx512Bf16}) {
+  for (SimdLevel l : kAllSimdLevels) {
     if (l <= DetectSimdLevel()) levels.push_back(l);
   }
   return levels;
@@ -522,6 +521,28 @@ TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t r = 0; r < m.rows; ++r) {
         EXPECT_EQ(std::isfinite(y[t * m.rows + r]), t != 5 && r != 7) << "t=" << t << " r=" << r;
+      }
+    }
+  }
+}
+
+// The AMX Q8_0 kernel (batches from 13 tokens, packed rows) gives the VNNI token-lane kernel's
+// outputs bit for bit: partial token groups (n % 16), partial row groups (rows % 16), odd and
+// short block counts, token chunks split by the driver (cols 4096: 16 tokens a call).
+TEST(MatMulApiTest, AmxQ8MatchesTheVnniKernelsBitForBit) {
+  if (DetectSimdLevel() < SimdLevel::kAmx) GTEST_SKIP() << "no AMX on this CPU";
+  uint32_t seed = 900;
+  for (int64_t cols : {32, 64, 96, 160, 2048, 4096}) {
+    for (int64_t rows : {1, 16, 17, 45}) {
+      Matrix m = RandomMatrix(GgmlType::kQ8_0, rows, cols, seed++);
+      m.Pack();
+      for (int64_t n : {13, 16, 17, 31, 48, 70}) {
+        SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
+        const std::vector<float> x = RandomActivations(n, cols, seed++);
+        std::vector<float> amx(static_cast<size_t>(n * rows), NAN), vnni(amx.size(), NAN);
+        MatMul(m.view(), x.data(), n, amx.data(), MatMulOptions{SimdLevel::kAmx});
+        MatMul(m.view(), x.data(), n, vnni.data(), MatMulOptions{SimdLevel::kAvx512Bf16});
+        ASSERT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * 4));
       }
     }
   }
