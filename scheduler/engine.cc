@@ -70,6 +70,7 @@ Engine::Engine(const Tokenizer& tokenizer, Backend& backend, const EngineConfig&
       scheduler_(config.scheduler, kv_, config.speculative.disable_by_batch_size),
       processor_(tokenizer, OutputLimits{config.eos_token_ids, max_model_len_, config.speculative},
                  MakeCoreHooks()) {
+  scheduler_.SetCostEstimator(&step_cost_);
   if (config.speculative.method == SpeculativeMethod::kDraft) {
     draft_ = std::make_unique<DraftProposer>(*draft_backend);
   }
@@ -237,6 +238,8 @@ EngineStats Engine::stats() const {
 }
 
 Status Engine::RunStep(const SchedulerOutput& out) {
+  const StepShape shape = ShapeOf(out);  // before the commit advances num_computed_tokens
+  const auto start = std::chrono::steady_clock::now();
   PAGODA_ASSIGN_OR_RETURN(const int32_t logit_rows, BuildStepBatch(out));
   const std::vector<BlockCopy> copies = kv_.TakePendingBlockCopies();
   logits_.resize(static_cast<size_t>(logit_rows) * backend_.vocab_size());
@@ -248,6 +251,8 @@ Status Engine::RunStep(const SchedulerOutput& out) {
     return Internal("backend step failed: " + st.ToString());
   }
   CommitStep(out);
+  step_cost_.Observe(
+      shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (draft_) {
     // The draft model runs only for proposals the next step may verify.
     std::vector<DraftRequest> requests = processor_.TakeDraftRequests();

@@ -11,9 +11,11 @@
 // aborts) -> Schedule -> build StepBatch (decodes first) -> Backend::Execute -> commit the
 // computed tokens to the KV cache -> hand each sequence that completed its tokens, with its
 // logits row, to the OutputProcessor (sample, detokenize, stop checks, n > 1 forks, messages)
-// -> (speculative.method draft) the draft model proposes for the sequences that asked -> publish
-// stats. Through CoreHooks the processor has the engine start forks
-// (KvCacheManager::Fork + Scheduler::AddRunning) and free finished sequences (Scheduler::Finish).
+// -> the step's measured time (batch build to commit) refits the StepCostModel that the
+// scheduler's step-time budget predicts with -> (speculative.method draft) the draft model proposes
+// for the sequences that asked -> publish stats. Through CoreHooks the processor has the engine
+// start forks (KvCacheManager::Fork + Scheduler::AddRunning) and free finished sequences
+// (Scheduler::Finish).
 #pragma once
 
 #include <atomic>
@@ -35,6 +37,7 @@
 #include "scheduler/request.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/speculative.h"
+#include "scheduler/step_cost_model.h"
 
 namespace pagoda {
 
@@ -104,6 +107,9 @@ class Engine {
   // The longest sequence (prompt + generated tokens): engine.max_model_len resolved against the
   // backend's limit.
   int32_t max_model_len() const { return max_model_len_; }
+  // The step-cost fit the scheduler's step-time budget uses (engine-thread state: read it only
+  // when no loop thread runs, e.g. after RunUntilIdle).
+  const StepCostModel& step_cost() const { return step_cost_; }
 
   // Called on the engine thread with the last message of every request (whoever reads the
   // stream), e.g. to record metrics. Set before Start().
@@ -129,6 +135,7 @@ class Engine {
   const int32_t max_model_len_;  // EngineConfig::max_model_len, resolved against the backend
   const int32_t max_waiting_requests_;
   KvCacheManager kv_;
+  StepCostModel step_cost_;  // fitted to every step's measured time; the scheduler's budget
   Scheduler scheduler_;
   OutputProcessor processor_;             // owns every live request's state and Sequences
   std::unique_ptr<DraftProposer> draft_;  // speculative.method draft only

@@ -11,16 +11,23 @@
 //      A request's sample 0 is admitted only with room for all n samples (Sequence::seats()):
 //      its forks join the running set after its prompt without overflowing max_num_seqs, so
 //      the running set's seats never exceed max_num_seqs (the Engine rejects n > max_num_seqs).
-// When a sequence of 1. or 2. cannot get a block, a victim is preempted (PickVictim: the last
-// running one in policy order -- under kPriority the lowest priority, then the newest -- that
-// is not already in this step, possibly the sequence itself): its blocks are freed and it
-// waits to be recomputed. Each sample of an n > 1 request is a sequence of its own, preempted
-// and recomputed like any other (as vLLM V1 does for parallel sampling); the policy order puts
-// a request's samples by sample index, so its newest samples are the first victims.
-// KV slots for everything scheduled are allocated here. The caller runs the step, commits the
-// computed tokens (KvCacheManager::CommitTokens, Sequence::num_computed_tokens) and calls
-// Finish() when a sequence ends (in Pagoda the Engine; its OutputProcessor appends sampled
-// tokens and decides when a sequence ends). Used by one engine thread; not thread-safe.
+// Stall-free batching (Sarathi-Serve): while any sequence decodes, the prefill chunks of 2. and 3.
+// are cut so the step's predicted time (a StepCostEstimator, in the engine the StepCostModel
+// fitted to measured steps) stays within step_time_budget_percent of the predicted time of a
+// decode step of the full running set (one token per running or waiting seat, up to
+// max_num_seqs; at least the step's own decodes); the step still carries at least
+// min_prefill_tokens prompt tokens (when prompts wait), so prefill always progresses. Before the
+// estimator predicts (the first steps) a step with decodes carries the minimum only. Without
+// decodes prefill takes the whole token budget. When a sequence of 1. or 2. cannot get a block, a
+// victim is preempted (PickVictim: the last running one in policy order -- under kPriority the
+// lowest priority, then the newest -- that is not already in this step, possibly the sequence
+// itself): its blocks are freed and it waits to be recomputed. Each sample of an n > 1 request is a
+// sequence of its own, preempted and recomputed like any other (as vLLM V1 does for parallel
+// sampling); the policy order puts a request's samples by sample index, so its newest samples are
+// the first victims. KV slots for everything scheduled are allocated here. The caller runs the
+// step, commits the computed tokens (KvCacheManager::CommitTokens, Sequence::num_computed_tokens)
+// and calls Finish() when a sequence ends (in Pagoda the Engine; its OutputProcessor appends
+// sampled tokens and decides when a sequence ends). Used by one engine thread; not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +38,7 @@
 #include "common/status.h"
 #include "kvcache/kv_cache_manager.h"
 #include "scheduler/sequence.h"
+#include "scheduler/step_cost_model.h"
 
 namespace pagoda {
 
@@ -44,6 +52,12 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // tokens per step; >= max_num_seqs
   int32_t max_num_partial_prefills = 4;
   int32_t max_prefill_chunk = 0;  // tokens of one sequence's prefill per step; 0 = budget only
+  // While sequences decode, a step's predicted time may be at most this percentage of a decode
+  // step of the full running set (ReferenceShape; prefill chunks are cut to fit); 0 = off. 0 or
+  // >= 100.
+  int32_t step_time_budget_percent = 200;
+  // Prompt tokens a step carries whatever the step-time budget (while prompts wait).
+  int32_t min_prefill_tokens = 16;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   bool operator==(const SchedulerConfig&) const = default;
 };
@@ -53,8 +67,11 @@ inline constexpr IntRange kMaxNumSeqsRange{1, 1 << 16};
 inline constexpr IntRange kMaxNumBatchedTokensRange{1, 1 << 20};
 inline constexpr IntRange kMaxNumPartialPrefillsRange{1, 1 << 16};
 inline constexpr IntRange kMaxPrefillChunkRange{0, 1 << 20};
+inline constexpr IntRange kStepTimeBudgetPercentRange{0, 100000};
+inline constexpr IntRange kMinPrefillTokensRange{1, 1 << 20};
 
-// Ranges above and max_num_batched_tokens >= max_num_seqs; errors name the `engine.` key.
+// Ranges above, max_num_batched_tokens >= max_num_seqs and step_time_budget_percent 0 or >= 100;
+// errors name the `engine.` key.
 Status ValidateSchedulerConfig(const SchedulerConfig& config);
 
 struct ScheduledSeq {
@@ -73,6 +90,10 @@ struct SchedulerOutput {
   bool empty() const { return scheduled.empty(); }
 };
 
+// The shape of a scheduled step for the cost model, from its sequences' state before the step
+// runs (num_computed_tokens not yet advanced).
+StepShape ShapeOf(const SchedulerOutput& out);
+
 // True if `a` should be served before `b` under `policy`.
 bool ServesBefore(SchedulingPolicy policy, const Sequence& a, const Sequence& b);
 
@@ -85,6 +106,8 @@ class Scheduler {
   // Whether the decodes of the next step may run speculative tokens: at most the speculative
   // batch limit of running sequences are decoding (always, without a limit).
   bool speculation_allowed() const;
+  // The step-time budget's predictor (not owned; null: no budget). Set before Schedule().
+  void SetCostEstimator(const StepCostEstimator* cost) { cost_ = cost; }
 
   // Queues a new sequence (waiting). The Sequence is owned by the caller (the OutputProcessor)
   // and must stay alive until Finish().
@@ -111,10 +134,24 @@ class Scheduler {
   void Preempt(Sequence* seq);
   void SortRunning();
   int32_t ChunkLimit(int32_t budget) const;
+  void StartStepTimeBudget(const SchedulerOutput& out);
+  StepShape ReferenceShape() const;
+  int32_t FitChunk(int32_t num_computed, int32_t n) const;
+  void AddPrefill(int32_t num_computed, int32_t n);
+
+  // The step being built: its shape so far and, when the budget applies (active), the time the
+  // step must fit in (0 without a prediction: only min_prefill_tokens fit).
+  struct StepBudget {
+    StepShape shape;
+    bool active = false;
+    double limit_seconds = 0;
+  };
 
   SchedulerConfig config_;
   KvCacheManager& kv_;
   int32_t speculative_batch_limit_ = 0;
+  const StepCostEstimator* cost_ = nullptr;
+  StepBudget step_;
   std::vector<Sequence*> running_;
   std::deque<Sequence*> waiting_;
   int64_t num_preemptions_ = 0;

@@ -343,6 +343,12 @@ void RegisterModel(CLI::App* bench, int* exit_code) {
   cmd->add_option("--max-num-batched-tokens", a->runtime.engine.scheduler.max_num_batched_tokens,
                   "engine.max_num_batched_tokens: step token budget")
       ->capture_default_str();
+  cmd->add_option("--step-time-budget-percent",
+                  a->runtime.engine.scheduler.step_time_budget_percent,
+                  "engine.step_time_budget_percent: while sequences decode, a step with prefill "
+                  "chunks may take this % of the predicted time of a decode step of every running "
+                  "and waiting sequence (0: off)")
+      ->capture_default_str();
   cmd->add_flag("--interleave-bandwidth", a->interleave_bandwidth,
                 "After every decode step, one timed pass of the read loop (1 GiB, not counted "
                 "as decode time): the bandwidth over the same seconds as decode, for hosts whose "

@@ -331,6 +331,11 @@ void AddEngineFlags(CLI::App* cmd, GenerateArgs& a) {
                   "engine.max_prefill_chunk: prompt tokens of one sequence per step (0: the "
                   "step budget)")
       ->capture_default_str();
+  cmd->add_option("--step-time-budget-percent", s.step_time_budget_percent,
+                  "engine.step_time_budget_percent: while sequences decode, a step with prefill "
+                  "chunks may take this % of the predicted time of a decode step of every running "
+                  "and waiting sequence (0: off)")
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -189,6 +189,7 @@ TEST_F(EngineTest, ChunkedPrefillSplitsAtTheBudgetAndDecodesKeepFlowing) {
   SchedulerConfig sc;
   sc.max_num_batched_tokens = 32;
   sc.max_num_seqs = 8;
+  sc.step_time_budget_percent = 0;  // the token budget alone cuts the chunks
   Make(512, 16, sc);
   auto decoding = Submit(Greedy("short", Prompt(4, 1), 40));
   ASSERT_TRUE(engine_->Step().ok());  // short prompt prefilled, now decoding
@@ -208,6 +209,30 @@ TEST_F(EngineTest, ChunkedPrefillSplitsAtTheBudgetAndDecodesKeepFlowing) {
   EXPECT_EQ(chunks, (std::vector<int32_t>{31, 31, 31, 7}));
   EXPECT_EQ(Drain(*long_stream).tokens[0], FakeGreedy(Prompt(100, 2), 2));
   EXPECT_EQ(Drain(*decoding).tokens[0], FakeGreedy(Prompt(4, 1), 40));
+}
+
+TEST_F(EngineTest, EveryStepFeedsTheCostModelAndATightBudgetKeepsTheOutputs) {
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = 64;
+  sc.max_num_seqs = 8;
+  sc.step_time_budget_percent = 100;  // prefill beside decodes: the minimum only
+  sc.min_prefill_tokens = 3;
+  Make(512, 16, sc);
+  EXPECT_EQ(engine_->step_cost().num_samples(), 0);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    streams.push_back(Submit(Greedy("r" + std::to_string(i), Prompt(10 + 9 * i, 60 + i), 12)));
+    ASSERT_TRUE(engine_->Step().ok());
+  }
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  EXPECT_EQ(engine_->step_cost().num_samples(),
+            std::min<int64_t>(StepCostModel::kWindow, engine_->stats().num_steps));
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(Drain(*streams[static_cast<size_t>(i)]).tokens[0],
+              FakeGreedy(Prompt(10 + 9 * i, 60 + i), 12))
+        << i;
+  }
+  EXPECT_EQ(engine_->stats().num_blocks_in_use, 0);
 }
 
 TEST_F(EngineTest, PriorityPolicyServesLowerValueFirst) {

@@ -379,6 +379,161 @@ TEST_F(SchedulerTest, AddRunningForkDecodesBesideItsParent) {
   ExpectNoLeakAfterFinishingAll();
 }
 
+// A step-cost estimator with known costs: 0.1 s per step, 5 ms per decode token,
+// `per_prefill_token` seconds per prompt token, 1 us per attended position; nothing until ready.
+class FakeCost : public StepCostEstimator {
+ public:
+  std::optional<double> PredictSeconds(const StepShape& s) const override {
+    ++calls;
+    if (!ready) return std::nullopt;
+    return 0.1 + 0.005 * s.decode_tokens + per_prefill_token * s.prefill_tokens +
+           1e-6 * static_cast<double>(s.attended);
+  }
+  bool ready = true;
+  double per_prefill_token = 0.01;
+  mutable int32_t calls = 0;
+};
+
+SchedulerConfig BudgetConfig(int32_t percent, int32_t min_prefill_tokens = 4) {
+  SchedulerConfig c = Config(256);
+  c.step_time_budget_percent = percent;
+  c.min_prefill_tokens = min_prefill_tokens;
+  return c;
+}
+
+TEST_F(SchedulerTest, StepTimeBudgetCutsPrefillBesideDecodes) {
+  Make(64, 16, BudgetConfig(200));
+  FakeCost cost;
+  cost.per_prefill_token = 0.01;
+  scheduler_->SetCostEstimator(&cost);
+  Sequence& a = Add(9);
+  // No decodes yet: nothing to stall, the whole prompt runs (256-token budget).
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 9, false}}));
+  Sequence& b = Add(100);
+  // a decodes after 9 computed tokens: 0.1 + 0.005 + 10e-6 = 0.10501 s. The budget is relative
+  // to a decode step of both seats (b will decode too): 0.1 + 0.01 + 10e-6 = 0.11001 s, 200% =
+  // 0.22002 s, which leaves 0.11501 s for b's chunk k: 0.01 k + 1e-6 k (k + 1) / 2 -> k = 11.
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 11, false}}));
+  // b continues after 11 computed tokens: 0.01 k + 1e-6 (11 k + k (k + 1) / 2) <= 0.115 -> 11.
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 11, false}}));
+  // A looser budget (400%) gives larger chunks; the budget is read per step.
+  Make(64, 16, BudgetConfig(400));
+  scheduler_->SetCostEstimator(&cost);
+  seqs_.clear();
+  Add(9);
+  Step();
+  Add(100);
+  const SchedulerOutput out = Step();
+  EXPECT_EQ(Entries(out), (std::vector<Entry>{{0, 1, true}, {1, 33, false}}));
+  (void)a;
+  (void)b;
+}
+
+// The reference decode step counts every seat that will decode: running and waiting sequences
+// (up to max_num_seqs), so a burst of arrivals beside one decoding sequence gets chunks worth a
+// full step, not chunks sized to that one sequence's short step.
+TEST_F(SchedulerTest, StepTimeBudgetIsRelativeToTheFullRunningSet) {
+  Make(64, 16, BudgetConfig(200));
+  FakeCost cost;
+  scheduler_->SetCostEstimator(&cost);
+  Add(9);
+  Step();
+  Add(100);
+  Add(100);
+  Add(100);
+  // 4 seats: 0.1 + 0.02 + 10e-6 = 0.12001 s, 200% = 0.24002 s; a's decode takes 0.10501 s, so
+  // the prefill gets 0.13501 s: the first waiting prompt 13 tokens (0.01 k + 1e-6 k (k + 1) / 2),
+  // nothing is left for the others (the minimum, 4 tokens, is already met).
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 13, false}}));
+}
+
+TEST_F(SchedulerTest, StepTimeBudgetAppliesOnlyWithDecodes) {
+  FakeCost cost;
+  // The step in which a 9-token sequence first decodes beside a newly added 100-token prompt,
+  // under `percent` with `estimator` (nullptr: none).
+  const auto decode_beside_prompt = [&](int32_t percent, const StepCostEstimator* estimator) {
+    seqs_.clear();
+    Make(64, 16, BudgetConfig(percent));
+    if (estimator != nullptr) scheduler_->SetCostEstimator(estimator);
+    Add(9);
+    Step();
+    Add(100);
+    return Entries(Step());
+  };
+  // Off (0): the whole token budget goes to prefill beside a decode.
+  EXPECT_EQ(decode_beside_prompt(0, &cost), (std::vector<Entry>{{0, 1, true}, {1, 100, false}}));
+  // No prediction yet (too few measured steps): the minimum only (4), so that the first steps
+  // cannot stall the decodes either.
+  cost.ready = false;
+  EXPECT_EQ(decode_beside_prompt(200, &cost), (std::vector<Entry>{{0, 1, true}, {1, 4, false}}));
+  // No estimator: no budget.
+  EXPECT_EQ(decode_beside_prompt(200, nullptr),
+            (std::vector<Entry>{{0, 1, true}, {1, 100, false}}));
+  // Prompts only (no decode in the step): nothing to stall, so the estimator is not even asked.
+  seqs_.clear();
+  Make(64, 16, BudgetConfig(200));
+  FakeCost ready;
+  scheduler_->SetCostEstimator(&ready);
+  Add(100);
+  Add(100);
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 100, false}, {1, 100, false}}));
+  EXPECT_EQ(ready.calls, 0);
+}
+
+TEST_F(SchedulerTest, PrefillAlwaysProgressesUnderATightBudget) {
+  Make(64, 16, BudgetConfig(100, /*min_prefill_tokens=*/6));
+  FakeCost cost;
+  cost.per_prefill_token = 10.0;  // any prompt token breaks the budget
+  scheduler_->SetCostEstimator(&cost);
+  Add(5);
+  Step();  // seq 0 now decodes
+  Sequence& b = Add(40);
+  Sequence& c = Add(40);
+  int32_t steps = 0;
+  while (!b.is_decoding()) {
+    const SchedulerOutput out = Step();
+    ++steps;
+    // The step's minimum goes to the head of the queue; c waits its turn (FCFS) ...
+    if (steps < 7) {
+      EXPECT_EQ(Entries(out), (std::vector<Entry>{{0, 1, true}, {1, 6, false}})) << steps;
+    }
+    ASSERT_LT(steps, 100);
+  }
+  EXPECT_EQ(steps, 7);  // ceil(40 / 6)
+  // ... and gets what b's last chunk leaves of the step's minimum (6 = 4 + 2).
+  EXPECT_EQ(c.num_computed_tokens, 2);
+  // Then c progresses by the minimum beside the two decodes.
+  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 1, true}, {2, 6, false}}));
+  EXPECT_EQ(c.num_computed_tokens, 8);
+}
+
+TEST_F(SchedulerTest, StepTimeBudgetLeaksNoBlocks) {
+  Make(24, 4, BudgetConfig(150, 3), /*prefix_caching=*/true);
+  FakeCost cost;
+  cost.per_prefill_token = 0.004;
+  scheduler_->SetCostEstimator(&cost);
+  const std::vector<int32_t> shared = UniquePrompt(8);
+  for (int32_t i = 0; i < 6; ++i) {
+    std::vector<int32_t> p = shared;
+    for (int32_t t : UniquePrompt(5 + 7 * i)) p.push_back(t);
+    Add(p);
+  }
+  // Run until every sequence has 4 generated tokens, finishing each as it gets there (some are
+  // preempted on the way: 24 blocks of 4 cannot hold everything).
+  for (int32_t step = 0; step < 400 && scheduler_->num_running() + scheduler_->num_waiting() > 0;
+       ++step) {
+    const SchedulerOutput out = Step();
+    for (const ScheduledSeq& s : out.scheduled) {
+      EXPECT_GT(s.num_new_tokens, 0);
+      if (s.seq->num_output_tokens() >= 4 && s.seq->num_uncomputed_tokens() == 1) {
+        scheduler_->Finish(s.seq);
+      }
+    }
+  }
+  EXPECT_EQ(scheduler_->num_running() + scheduler_->num_waiting(), 0);
+  ExpectNoLeakAfterFinishingAll();
+}
+
 TEST_F(SchedulerTest, ConfigValidationNamesTheField) {
   EXPECT_TRUE(ValidateSchedulerConfig(Config(64, 8)).ok());
   EXPECT_FALSE(ValidateSchedulerConfig(Config(64, 0)).ok());
@@ -391,6 +546,22 @@ TEST_F(SchedulerTest, ConfigValidationNamesTheField) {
   c = Config(64);
   c.max_prefill_chunk = -1;
   EXPECT_FALSE(ValidateSchedulerConfig(c).ok());
+  for (const int32_t percent : {0, 100, 250}) {
+    c = Config(64);
+    c.step_time_budget_percent = percent;
+    EXPECT_TRUE(ValidateSchedulerConfig(c).ok()) << percent;
+  }
+  for (const int32_t percent : {-1, 1, 99, 100001}) {
+    c = Config(64);
+    c.step_time_budget_percent = percent;
+    const Status bad = ValidateSchedulerConfig(c);
+    EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << percent;
+    EXPECT_NE(bad.message().find("engine.step_time_budget_percent"), std::string::npos);
+  }
+  c = Config(64);
+  c.min_prefill_tokens = 0;
+  EXPECT_NE(ValidateSchedulerConfig(c).message().find("engine.min_prefill_tokens"),
+            std::string::npos);
 }
 
 }  // namespace

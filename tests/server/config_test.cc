@@ -69,6 +69,8 @@ TEST(ConfigDefaults, MatchTheDocumentedValues) {
   EXPECT_EQ(c.runtime.engine.scheduler.max_num_batched_tokens, 2048);
   EXPECT_EQ(c.runtime.engine.scheduler.max_num_partial_prefills, 4);
   EXPECT_EQ(c.runtime.engine.scheduler.max_prefill_chunk, 0);
+  EXPECT_EQ(c.runtime.engine.scheduler.step_time_budget_percent, 200);
+  EXPECT_EQ(c.runtime.engine.scheduler.min_prefill_tokens, 16);
   EXPECT_EQ(c.runtime.engine.scheduler.policy, SchedulingPolicy::kFcfs);
   EXPECT_EQ(c.runtime.engine.max_model_len, 0);
   EXPECT_EQ(c.runtime.kv_cache.block_size, 16);
@@ -99,7 +101,7 @@ TEST(ConfigFiles, DefaultYamlDocumentsEveryDumpedKey) {
   std::set<std::string> dumped, documented;
   CollectLeaves(YAML::Load(DumpConfig(PagodaConfig{})), "", dumped);
   CollectLeaves(YAML::LoadFile(kRoot + "/configs/default.yaml"), "", documented);
-  EXPECT_EQ(dumped.size(), 52u);  // 36 + the 10 neuron keys + the 6 speculative keys
+  EXPECT_EQ(dumped.size(), 54u);  // 38 + the 10 neuron keys + the 6 speculative keys
   EXPECT_EQ(dumped, documented);
 }
 
@@ -122,7 +124,7 @@ TEST(ConfigFiles, DefaultYamlCommentsEveryKey) {
       EXPECT_TRUE(commented) << "no comment above: " << line;
     }
   }
-  EXPECT_EQ(num_keys, 52);
+  EXPECT_EQ(num_keys, 54);
 }
 
 TEST(ConfigFiles, DockerYamlListensOnAllInterfacesAndReadsModelsVolume) {
@@ -177,6 +179,8 @@ engine:
   max_num_batched_tokens: 512
   max_num_partial_prefills: 2
   max_prefill_chunk: 128
+  step_time_budget_percent: 150
+  min_prefill_tokens: 32
   policy: priority
   max_model_len: 1024
 kv_cache:
@@ -211,6 +215,8 @@ logging:
   EXPECT_EQ(c.runtime.engine.scheduler.max_num_batched_tokens, 512);
   EXPECT_EQ(c.runtime.engine.scheduler.max_num_partial_prefills, 2);
   EXPECT_EQ(c.runtime.engine.scheduler.max_prefill_chunk, 128);
+  EXPECT_EQ(c.runtime.engine.scheduler.step_time_budget_percent, 150);
+  EXPECT_EQ(c.runtime.engine.scheduler.min_prefill_tokens, 32);
   EXPECT_EQ(c.runtime.engine.scheduler.policy, SchedulingPolicy::kPriority);
   EXPECT_EQ(c.runtime.engine.max_model_len, 1024);
   EXPECT_EQ(c.runtime.kv_cache.block_size, 32);
@@ -277,6 +283,12 @@ TEST(ConfigErrors, OutOfRangeAndBadEnums) {
             "\"-1\"");
   EXPECT_EQ(ParseError("engine:\n  policy: lifo\n"),
             "x.yaml:2:3: engine.policy: expected one of fcfs, priority, got \"lifo\"");
+  EXPECT_EQ(ParseError("engine:\n  step_time_budget_percent: -1\n"),
+            "x.yaml:2:3: engine.step_time_budget_percent: expected an integer in 0..100000, got "
+            "\"-1\"");
+  EXPECT_EQ(ParseError("engine:\n  min_prefill_tokens: 0\n"),
+            "x.yaml:2:3: engine.min_prefill_tokens: expected an integer in 1..1048576, got "
+            "\"0\"");
   EXPECT_EQ(ParseError("kv_cache: {dtype: int4}"),
             "x.yaml:1:12: kv_cache.dtype: expected one of auto, f32, bf16, f16, fp8_e4m3, got "
             "\"int4\"");
@@ -366,6 +378,9 @@ TEST(ConfigErrors, CrossKeyRulesPointAtTheKey) {
   EXPECT_EQ(ParseError("server:\n  metrics_address: 127.0.0.1:50051\n"),
             "x.yaml:2:3: server.metrics_address: must differ from server.listen_address "
             "(127.0.0.1:50051)");
+  EXPECT_EQ(ParseError("engine:\n  max_num_seqs: 8\n  step_time_budget_percent: 50\n"),
+            "x.yaml:3:3: engine.step_time_budget_percent: expected 0 (off) or >= 100 (a step "
+            "with prefill takes at least its decodes' time), got 50");
   // A rule broken with a key left at its default names the file without a position.
   EXPECT_EQ(ParseError("engine:\n  max_num_seqs: 4096\n"),
             "x.yaml: engine.max_num_batched_tokens: must be >= engine.max_num_seqs (4096) so "
@@ -487,6 +502,15 @@ TEST(ConfigValidate, ChecksValuesBuiltInCode) {
   c.server.max_tokens_limit = 256;
   EXPECT_EQ(ValidateConfig(c).message(),
             "server.max_tokens_limit: must be <= engine.max_model_len (128)");
+  c = PagodaConfig{};
+  c.runtime.engine.scheduler.step_time_budget_percent = 99;
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "engine.step_time_budget_percent: expected 0 (off) or >= 100 (a step with prefill "
+            "takes at least its decodes' time), got 99");
+  c = PagodaConfig{};
+  c.runtime.engine.scheduler.min_prefill_tokens = 0;
+  EXPECT_EQ(ValidateConfig(c).message(),
+            "engine.min_prefill_tokens: expected an integer in 1..1048576, got 0");
 }
 
 TEST(ConfigDump, RedactSecretsHidesTheLiteralTokenOnly) {
@@ -569,8 +593,7 @@ TEST(ConfigRuntime, BatchInvariantTakesAutoOnOff) {
       ParseConfig("backend:\n  type: neuron\n  batch_invariant: on\n", "x.yaml");
   ASSERT_FALSE(neuron.ok());
   EXPECT_EQ(
-      neuron.status().message().rfind("x.yaml:3:3: backend.batch_invariant: not used with", 0),
-      0u)
+      neuron.status().message().rfind("x.yaml:3:3: backend.batch_invariant: not used with", 0), 0u)
       << neuron.status().message();
 }
 
