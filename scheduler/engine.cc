@@ -238,7 +238,6 @@ EngineStats Engine::stats() const {
 }
 
 Status Engine::RunStep(const SchedulerOutput& out) {
-  const StepShape shape = ShapeOf(out);  // before the commit advances num_computed_tokens
   const auto start = std::chrono::steady_clock::now();
   PAGODA_ASSIGN_OR_RETURN(const int32_t logit_rows, BuildStepBatch(out));
   const std::vector<BlockCopy> copies = kv_.TakePendingBlockCopies();
@@ -252,7 +251,7 @@ Status Engine::RunStep(const SchedulerOutput& out) {
   }
   CommitStep(out);
   step_cost_.Observe(
-      shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      out.shape, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (draft_) {
     // The draft model runs only for proposals the next step may verify.
     std::vector<DraftRequest> requests = processor_.TakeDraftRequests();

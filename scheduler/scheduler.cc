@@ -33,6 +33,9 @@ int32_t Scheduler::ChunkLimit(int32_t budget) const {
   return config_.max_prefill_chunk > 0 ? std::min(budget, config_.max_prefill_chunk) : budget;
 }
 
+namespace {
+
+// The shape of the step scheduled so far, from its sequences' state before it runs.
 StepShape ShapeOf(const SchedulerOutput& out) {
   StepShape shape;
   for (const ScheduledSeq& s : out.scheduled) {
@@ -41,6 +44,8 @@ StepShape ShapeOf(const SchedulerOutput& out) {
   }
   return shape;
 }
+
+}  // namespace
 
 // Called after the decodes are scheduled: with decodes in the step, the step's prefill must fit
 // step_time_budget_percent of their predicted time; before the estimator predicts anything (the
@@ -251,6 +256,7 @@ SchedulerOutput Scheduler::Schedule() {
   SchedulePartialPrefills(out, budget, partial);
   AdmitWaiting(out, budget, partial);
   for (const ScheduledSeq& s : out.scheduled) out.num_batched_tokens += s.num_new_tokens;
+  out.shape = step_.shape;  // the decodes' (StartStepTimeBudget) plus each chunk (AddPrefill)
   return out;
 }
 

@@ -11,23 +11,25 @@
 //      A request's sample 0 is admitted only with room for all n samples (Sequence::seats()):
 //      its forks join the running set after its prompt without overflowing max_num_seqs, so
 //      the running set's seats never exceed max_num_seqs (the Engine rejects n > max_num_seqs).
-// Stall-free batching (Sarathi-Serve): while any sequence decodes, the prefill chunks of 2. and 3.
-// are cut so the step's predicted time (a StepCostEstimator, in the engine the StepCostModel
-// fitted to measured steps) stays within step_time_budget_percent of the predicted time of a
-// decode step of the full running set (one token per running or waiting seat, up to
-// max_num_seqs; at least the step's own decodes); the step still carries at least
-// min_prefill_tokens prompt tokens (when prompts wait), so prefill always progresses. Before the
-// estimator predicts (the first steps) a step with decodes carries the minimum only. Without
-// decodes prefill takes the whole token budget. When a sequence of 1. or 2. cannot get a block, a
-// victim is preempted (PickVictim: the last running one in policy order -- under kPriority the
-// lowest priority, then the newest -- that is not already in this step, possibly the sequence
-// itself): its blocks are freed and it waits to be recomputed. Each sample of an n > 1 request is a
-// sequence of its own, preempted and recomputed like any other (as vLLM V1 does for parallel
-// sampling); the policy order puts a request's samples by sample index, so its newest samples are
-// the first victims. KV slots for everything scheduled are allocated here. The caller runs the
-// step, commits the computed tokens (KvCacheManager::CommitTokens, Sequence::num_computed_tokens)
-// and calls Finish() when a sequence ends (in Pagoda the Engine; its OutputProcessor appends
-// sampled tokens and decides when a sequence ends). Used by one engine thread; not thread-safe.
+// When a sequence of 1. or 2. cannot get a block, a victim is preempted (PickVictim: the last
+// running one in policy order -- under kPriority the lowest priority, then the newest -- that
+// is not already in this step, possibly the sequence itself): its blocks are freed and it
+// waits to be recomputed. Each sample of an n > 1 request is a sequence of its own, preempted
+// and recomputed like any other (as vLLM V1 does for parallel sampling); the policy order puts
+// a request's samples by sample index, so its newest samples are the first victims.
+//
+// Stall-free batching (Sarathi-Serve): while any sequence decodes, the chunks of 2. and 3. are
+// cut so the step's predicted time (a StepCostEstimator; in the engine the StepCostModel fitted
+// to measured steps) stays within step_time_budget_percent of the predicted time of a decode
+// step of the full running set (one token per running or waiting seat, up to max_num_seqs; at
+// least the step's own decodes). The step still carries min_prefill_tokens prompt tokens while
+// prompts wait, so prefill always progresses; before the estimator predicts (the first steps)
+// that minimum is all. Without decodes prefill takes the whole token budget.
+//
+// KV slots for everything scheduled are allocated here. The caller runs the step, commits the
+// computed tokens (KvCacheManager::CommitTokens, Sequence::num_computed_tokens) and calls
+// Finish() when a sequence ends (in Pagoda the Engine; its OutputProcessor appends sampled
+// tokens and decides when a sequence ends). Used by one engine thread; not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -87,12 +89,9 @@ struct SchedulerOutput {
   std::vector<ScheduledSeq> scheduled;  // decodes first
   std::vector<Sequence*> preempted;     // this step's victims (now waiting)
   int32_t num_batched_tokens = 0;
+  StepShape shape;  // what the step computes, for the cost model (the engine times the step)
   bool empty() const { return scheduled.empty(); }
 };
-
-// The shape of a scheduled step for the cost model, from its sequences' state before the step
-// runs (num_computed_tokens not yet advanced).
-StepShape ShapeOf(const SchedulerOutput& out);
 
 // True if `a` should be served before `b` under `policy`.
 bool ServesBefore(SchedulingPolicy policy, const Sequence& a, const Sequence& b);

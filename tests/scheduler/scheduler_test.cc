@@ -444,7 +444,13 @@ TEST_F(SchedulerTest, StepTimeBudgetIsRelativeToTheFullRunningSet) {
   // 4 seats: 0.1 + 0.02 + 10e-6 = 0.12001 s, 200% = 0.24002 s; a's decode takes 0.10501 s, so
   // the prefill gets 0.13501 s: the first waiting prompt 13 tokens (0.01 k + 1e-6 k (k + 1) / 2),
   // nothing is left for the others (the minimum, 4 tokens, is already met).
-  EXPECT_EQ(Entries(Step()), (std::vector<Entry>{{0, 1, true}, {1, 13, false}}));
+  const SchedulerOutput out = Step();
+  EXPECT_EQ(Entries(out), (std::vector<Entry>{{0, 1, true}, {1, 13, false}}));
+  // The step's shape for the engine's cost model: a's token attends to 10 positions, the chunk's
+  // 13 to 1..13.
+  EXPECT_EQ(out.shape.decode_tokens, 1);
+  EXPECT_EQ(out.shape.prefill_tokens, 13);
+  EXPECT_EQ(out.shape.attended, 10 + 13 * 14 / 2);
 }
 
 TEST_F(SchedulerTest, StepTimeBudgetAppliesOnlyWithDecodes) {

@@ -84,14 +84,20 @@ void PermuteForQ4K(int8_t* xq, int64_t cols) {
   }
 }
 
-// kQ8Vec: one token's kQ8 codes (ld a multiple of 64) with each block pair's 4-byte groups
-// interleaved, and the blocks' start values xc (matmul_kernels.h).
-void InterleavePairs(int8_t* xq, int64_t ld, int32_t* xc) {
+// One token's block start values: xc[b] = factor * the sum of block b's codes (kQ8Vec: -16,
+// kQ8Amx: -128; matmul_kernels.h).
+void BlockStarts(const int8_t* xq, int64_t ld, int32_t factor, int32_t* xc) {
   for (int64_t b = 0; b < ld / kQ8Block; ++b) {
     int32_t sum = 0;
     for (int64_t i = 0; i < kQ8Block; ++i) sum += xq[b * kQ8Block + i];
-    xc[b] = -16 * sum;
+    xc[b] = factor * sum;
   }
+}
+
+// kQ8Vec: one token's kQ8 codes (ld a multiple of 64) with each block pair's 4-byte groups
+// interleaved, and the blocks' start values xc (matmul_kernels.h).
+void InterleavePairs(int8_t* xq, int64_t ld, int32_t* xc) {
+  BlockStarts(xq, ld, -16, xc);
   int8_t pair[64];
   for (int64_t p = 0; p < ld / 64; ++p) {
     int8_t* q = xq + 64 * p;
@@ -124,15 +130,6 @@ void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* 
 bool IsQ8(ActFormat f) {
   return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Amx ||
          f == ActFormat::kQ8Lanes;
-}
-
-// kQ8Amx: one token's block start values -128 * sum(codes) (matmul_kernels.h).
-void BlockStarts(const int8_t* xq, int64_t ld, int32_t* xc) {
-  for (int64_t b = 0; b < ld / kQ8Block; ++b) {
-    int32_t sum = 0;
-    for (int64_t i = 0; i < kQ8Block; ++i) sum += xq[b * kQ8Block + i];
-    xc[b] = -128 * sum;
-  }
 }
 
 // Owned storage behind an Activations view.
@@ -239,7 +236,7 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
         if (format == ActFormat::kQ8Vec) {
           InterleavePairs(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
         } else if (format == ActFormat::kQ8Amx) {
-          BlockStarts(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
+          BlockStarts(p.xq.data() + t * ld, ld, -128, p.xc.data() + t * ld / kQ8Block);
         }
       } else {
         int8_t* xq = p.xq.data() + t * cols;
@@ -320,8 +317,9 @@ int64_t ConvertedMinTokens(GgmlType type) {
 // so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9 tokens took 1.58x
 // and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s).
 // At kAmx the batches of packed rows take the AMX kernel instead of the lanes (the same outputs):
-// pagoda_bench_matmul Q8_0 gate_up 5632 x 2048, 16 tokens 0.78-0.85 ms against 1.53-1.83 ms by
-// lanes; below 13 tokens it lost to the packed-row kernel (5 tokens: 1.12 ms against 0.53).
+// pagoda_bench_matmul Q8_0 gate_up 5632 x 2048, 16 tokens 0.845 ms against 1.54 and 2.03 ms by
+// lanes (two runs); below 13 tokens it lost to the packed-row kernel (5 tokens: 1.12 ms against
+// 0.53).
 constexpr int64_t kQ8LanesMinTokens = 9;
 constexpr int64_t kQ8PackedLanesMinTokens = internal::kQ8PackedMaxTokens + 1;
 

@@ -529,8 +529,10 @@ TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
 // The AMX Q8_0 kernel (batches from 13 tokens, packed rows) gives the VNNI token-lane kernel's
 // outputs bit for bit: partial token groups (n % 16), partial row groups (rows % 16), odd and
 // short block counts, token chunks split by the driver (cols 4096: 16 tokens a call).
-TEST(MatMulApiTest, AmxQ8MatchesTheVnniKernelsBitForBit) {
-  if (DetectSimdLevel() < SimdLevel::kAmx) GTEST_SKIP() << "no AMX on this CPU";
+// Instantiated only where this CPU has the kAmx level (as the per-level tests are).
+class AmxQ8Test : public ::testing::TestWithParam<SimdLevel> {};
+
+TEST_P(AmxQ8Test, MatchesTheVnniKernelsBitForBit) {
   uint32_t seed = 900;
   for (int64_t cols : {32, 64, 96, 160, 2048, 4096}) {
     for (int64_t rows : {1, 16, 17, 45}) {
@@ -540,13 +542,23 @@ TEST(MatMulApiTest, AmxQ8MatchesTheVnniKernelsBitForBit) {
         SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
         const std::vector<float> x = RandomActivations(n, cols, seed++);
         std::vector<float> amx(static_cast<size_t>(n * rows), NAN), vnni(amx.size(), NAN);
-        MatMul(m.view(), x.data(), n, amx.data(), MatMulOptions{SimdLevel::kAmx});
+        MatMul(m.view(), x.data(), n, amx.data(), MatMulOptions{GetParam()});
         MatMul(m.view(), x.data(), n, vnni.data(), MatMulOptions{SimdLevel::kAvx512Bf16});
         ASSERT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * 4));
       }
     }
   }
 }
+
+std::vector<SimdLevel> AmxLevels() {
+  std::vector<SimdLevel> levels = Levels();
+  std::erase_if(levels, [](SimdLevel l) { return l < SimdLevel::kAmx; });
+  return levels;
+}
+
+INSTANTIATE_TEST_SUITE_P(AmxLevel, AmxQ8Test, ::testing::ValuesIn(AmxLevels()),
+                         [](const auto& info) { return std::string(SimdLevelName(info.param)); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AmxQ8Test);
 
 // The SIMD activation quantizer writes QuantizeQ8Portable's bytes: random lengths (tails and
 // padding blocks), scales from 1e-30 to 1e30, zero blocks and exact ties (amax 127: d = 1, so
