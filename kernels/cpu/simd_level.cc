@@ -47,7 +47,9 @@ SimdLevel Detect() {
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512dq");
   if (avx512 && __builtin_cpu_supports("avx512vnni")) {
-    if (!__builtin_cpu_supports("avx512bf16")) return SimdLevel::kAvx512Vnni;
+    if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("gfni")) {
+      return SimdLevel::kAvx512Vnni;
+    }
     return HasAmx() ? SimdLevel::kAmx : SimdLevel::kAvx512Bf16;
   }
   if (avx512) return SimdLevel::kAvx512;

@@ -3,7 +3,8 @@
 //
 // Each level includes the ones below it (every CPU with AVX512-BF16 also has AVX512-VNNI):
 //   kAvx2: AVX2 + FMA + F16C.  kAvx512: AVX-512 F/BW/VL/DQ.  kAvx512Vnni: + VNNI.
-//   kAvx512Bf16: + BF16.  kAmx: + AMX-TILE / AMX-INT8 / AMX-BF16, with the tile data state
+//   kAvx512Bf16: + BF16 and GFNI (Zen 4, Sapphire Rapids and later; Cooper Lake, with BF16 but
+//   no GFNI, runs at kAvx512Vnni).  kAmx: + AMX-TILE / AMX-INT8 / AMX-BF16, with the tile data state
 //   granted to the process by the OS (Linux: arch_prctl(ARCH_REQ_XCOMP_PERM), asked once by
 //   the detection).
 // A caller caps the level explicitly (CpuBackendOptions::max_simd_level, which the backend

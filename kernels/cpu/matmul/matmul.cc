@@ -119,8 +119,8 @@ void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* 
     for (int64_t b = 0; b < 16; ++b) {
       int32_t half[2] = {0, 0};
       for (int64_t i = 0; i < 32; ++i) half[i / 16] += group[32 * b + i];
-      xsum[32 * g + b] = static_cast<int16_t>(half[0]);
-      xsum[32 * g + 16 + b] = static_cast<int16_t>(half[1]);
+      xsum[32 * g + 2 * b] = static_cast<int16_t>(half[0]);
+      xsum[32 * g + 2 * b + 1] = static_cast<int16_t>(half[1]);
       xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(half[0] + half[1]);
       for (int64_t v = 0; v < 8; ++v) std::memcpy(q + 64 * v + 4 * b, group + 32 * b + 4 * v, 4);
     }

@@ -32,7 +32,9 @@
 //          xq int8 [n][ld / 512][8 v][16 blocks L][4]   codes 4v..4v+3 of block L
 //          xd fp32 [n][ld / 32]                         block scales (natural order)
 //          xs fp32 [n][ld / 32]                         xd times the sum of the block's codes
-//          xsum int16 [n][ld / 512][2 h][16 L]          the sum of codes 16h..16h+15 of block L
+//          xsum int16 [n][ld / 16]                      the sums of each 16 codes (natural order:
+//                                                       word 2L + h of a 512 is codes 16h..16h+15
+//                                                       of block L)
 //   kQ8Amx: kQ8 (codes in natural order, ld a multiple of 64) and
 //          xc int32 [n][ld / 32]              -128 * the sum of the block's codes: the start
 //                                             value that removes a +128 weight bias
@@ -64,7 +66,7 @@
 // The K-quants with sub-blocks of 16 (Q2_K, Q3_K, Q6_K) likewise (PackedGroupK16): block L of 32
 // holds sub-blocks 2L (vectors v = 0..3) and 2L + 1 (v = 4..7), so
 //   d    fp16 [2], dmin fp16 [2] (Q2_K only)
-//   sc   uint8 [2 h][16 L]       scale byte of sub-block 2L + h (Q2_K: sc | m << 4 as in the
+//   sc   uint8 [16 L][2 h]       scale byte of sub-block 2L + h (Q6_K: [2 h][16 L]; Q2_K: sc | m << 4 as in the
 //                                file; Q3_K: int8 scale - 32; Q6_K: int8 scale)
 //   qs   uint8 [4 u][16 L][4 k]  (Q6_K only) the low nibbles of the codes, as above
 //   two  uint8 [2 w][16 L][4 k]  bits 2i, 2i + 1: the 2 low bits of element 4 (4w + i) + k of

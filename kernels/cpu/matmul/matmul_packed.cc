@@ -220,7 +220,9 @@ void PackHalfSuper(const internal::PackedGroupLayout& layout, bool has_min, cons
   if (has_min) std::memcpy(g + 4 + 2 * i, s.dmin, 2);
   for (int j = 0; j < 8; ++j) {
     const int L = 8 * i + j;
-    for (int h = 0; h < 2; ++h) g[layout.sc + 16 * h + L] = s.sc[2 * j + h];
+    for (int h = 0; h < 2; ++h) {
+      g[layout.sc + (layout.qs < 0 ? 2 * L + h : 16 * h + L)] = s.sc[2 * j + h];
+    }
     for (int v = 0; v < 8; ++v) {
       uint64_t word = 0;
       if (layout.qh >= 0) std::memcpy(&word, g + layout.qh + 8 * v, 8);

@@ -1,5 +1,5 @@
 // The block-quantized MatMul kernels (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K, IQ4_XS) for AVX2, AVX-512 and AVX512-VNNI: one body
+// Q6_K, IQ4_XS) for AVX2, AVX-512 and AVX512-VNNI (+ GFNI): one body
 // (matmul_quant_x86.inc, where the method and layouts are described) compiled once per level
 // under that level's target options, so the rest of the build stays at the baseline ISA.
 #include "kernels/cpu/matmul/matmul_kernels.h"
@@ -59,6 +59,23 @@ namespace qk_vnni {
 }  // namespace qk_vnni
 #pragma GCC pop_options
 
+// From kAvx512Bf16 on (whose CPUs have GFNI, simd_level.h): the packed Q2_K / Q3_K / Q6_K GEMVs
+// with their 2-bit planes unpacked by vgf2p8affineqb.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni")
+namespace qk_gfni {
+#define PAGODA_QK_BITS 512
+#define PAGODA_QK_VNNI 1
+#define PAGODA_QK_GFNI 1
+#define PAGODA_QK_NAME "avx512gfni"
+#include "kernels/cpu/matmul/matmul_quant_x86.inc"
+#undef PAGODA_QK_BITS
+#undef PAGODA_QK_VNNI
+#undef PAGODA_QK_GFNI
+#undef PAGODA_QK_NAME
+}  // namespace qk_gfni
+#pragma GCC pop_options
+
 namespace {
 
 // The kernel of `level`'s body: for packed rows (PackedKernels) or the file's rows (Kernels).
@@ -71,8 +88,12 @@ Kernel LevelKernel(SimdLevel level, GgmlType type, bool packed) {
     case SimdLevel::kAvx512:
       return packed ? qk_avx512::PackedKernels(type) : qk_avx512::Kernels(type);
     case SimdLevel::kAvx512Vnni:
+      return packed ? qk_vnni::PackedKernels(type) : qk_vnni::Kernels(type);
     case SimdLevel::kAvx512Bf16:
     case SimdLevel::kAmx:
+      if (packed) {
+        if (const Kernel k = qk_gfni::PackedKernels(type); k.fn != nullptr) return k;
+      }
       return packed ? qk_vnni::PackedKernels(type) : qk_vnni::Kernels(type);
   }
   return {};
