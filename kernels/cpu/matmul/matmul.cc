@@ -290,20 +290,34 @@ struct Plan {
 // Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS) take the same path: their int8 kernels do about as
 // much work per weight as Q4_0 / Q4_K. Q8_0 has its own int8 kernel for batches; F16 follows
 // MatMulOptions::f16; F32 and BF16 weights keep their exact paths.
-int64_t ConvertedMinTokens(GgmlType type) {
+//
+// Those figures predate the load-time packed rows (WeightView::packed), whose int8 kernels beat
+// the I16 tiles well past 128 tokens, so with a packed kernel the switch comes later.
+// pagoda_bench_matmul on a Zen 4 host (avx512bf16, no AMX), ms for gate_up 5632 x 2048 / down
+// 2048 x 5632, I16 against packed: Q4_0 128 tokens 12.7 / 6.13, 13.4 / 8.41, 2048 tokens 137 /
+// 111, 131 / 176; Q4_K 128: 9.90 / 6.98, 10.4 / 6.60, 2048: 124 / 108, 130 / 117; Q3_K 128:
+// 32.1 / 10.5, 29.5 / 11.1, 2048: 152 / 149, 152 / 167; IQ4_XS 2048: 158 / 108, 138 / 125;
+// Q2_K 256: 29.6 / 22.7, 30.4 / 34.4, 512: 43.9 / 44.8, 48.3 / 46.1, 1024: 75.5 / 86.0; Q5_K
+// 256: 18.0 / 16.9, 18.0 / 16.3, 512: 32.8 / 33.6, 33.0 / 32.5; Q6_K 128: 15.6 / 12.3,
+// 16.2 / 13.6, 256: 23.1 / 23.6, 25.7 / 27.3; Q4_1, Q5_0, IQ4_NL packed to 1024 and Q5_1 to 512,
+// a tie at 1024.
+int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
   switch (type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
     case GgmlType::kIQ4_NL:
-    case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
     case GgmlType::kIQ4_XS:
-      return 128;
+      return packed_kernel ? 2048 : 128;
+    case GgmlType::kQ5_1:
+      return packed_kernel ? 1024 : 128;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ5_K:
+      return packed_kernel ? 512 : 128;
+    case GgmlType::kQ6_K:
+      return packed_kernel ? 256 : 128;
     default:
       return std::numeric_limits<int64_t>::max();
   }
@@ -350,7 +364,7 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, b
     }
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
   }
-  if (level >= SimdLevel::kAvx512Vnni && n_tokens >= ConvertedMinTokens(type)) {
+  if (n_tokens >= Int16MinTokens(type, level, packed)) {
     return {internal::X86I16Kernel(), RowConversion::kI16};
   }
   if (packed) {  // no packed kernel at kPortable: the file's rows
@@ -442,6 +456,11 @@ std::optional<F16Matmul> ParseF16Matmul(std::string_view name) {
     if (name == F16MatmulName(m)) return m;
   }
   return std::nullopt;
+}
+
+int64_t Int16MinTokens(GgmlType type, SimdLevel level, bool packed) {
+  if (level < SimdLevel::kAvx512Vnni) return std::numeric_limits<int64_t>::max();
+  return ConvertedMinTokens(type, packed && ReadsPackedRows(type, level));
 }
 
 bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed) {

@@ -98,6 +98,12 @@ struct MatMulOptions {
 // packed rows kernel sums a token as the token lanes do, so both stay in use).
 bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed);
 
+// The batch size from which the default plans (not batch-invariant) for `type` at `level` (an
+// effective level) dequantize the row tiles to int16 and multiply with vpdpwssd; max() when
+// never (F32, BF16, Q8_0 and F16, which follows MatMulOptions::f16). `packed`: the weights have
+// a PackRows copy, whose kernels keep the batch longer. For error bounds in tests.
+int64_t Int16MinTokens(GgmlType type, SimdLevel level, bool packed);
+
 // The level MatMul runs at for these options.
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
 // Describes the kernel used for `type` at `level` (for `packed` rows: the one for a PackRows

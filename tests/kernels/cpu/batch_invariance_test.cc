@@ -29,7 +29,7 @@ namespace pagoda {
 namespace {
 
 constexpr int32_t kBlock = 16;
-constexpr int32_t kPromptLen = 150;  // past the int16 path's 128 tokens
+constexpr int32_t kPromptLen = 150;  // past the int16 path of file rows (128 tokens)
 constexpr int32_t kTotalLen = 180;   // prompt + 30 decoded positions (context 256)
 
 struct Seq {

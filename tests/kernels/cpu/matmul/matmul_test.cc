@@ -13,8 +13,8 @@
 //   Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K and IQ4_XS are tested on random blocks (every
 //     code, sub-block scale and bit pattern; random fp16 scales / mins of either sign), the
 //     others on quantized Gaussian rows.
-//   At avx512vnni+, batches of >= 128 tokens of the block-quantized types (not Q8_0) and of >= 32
-//   tokens of F16 (the
+//   At avx512vnni+, batches of >= Int16MinTokens tokens of the block-quantized types (not Q8_0;
+//   128 from file rows, 256 to 2048 from packed rows) and of >= 32 tokens of F16 (the
 //     default int16 path: weights and activations quantized to 13 bits per block of 32): per
 //     block, (amax_w * sum |x| + amax_x * sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed,
 //     times 1.01, + 2e-5 * S (for the quantized types instead of their int8 terms above).
@@ -205,8 +205,7 @@ double Bound(const Matrix& m, const float* x, int64_t r, SimdLevel level, int64_
     q8 += wsum * amax / 254.0;
   }
   double bound = 2e-5 * s + 1e-30;
-  const bool converted = m.type != GgmlType::kQ8_0 && (Is32Quant(m.type) || IsKQuant(m.type));
-  if (converted && level >= SimdLevel::kAvx512Vnni && n >= 128) {
+  if (n >= Int16MinTokens(m.type, level, packed)) {
     return bound + I16Bound(w, x, m.cols);  // dequantized weights, int16 activations
   }
   if (m.type == GgmlType::kBF16 && level >= SimdLevel::kAvx512Bf16) bound += s / 256.0;
@@ -401,7 +400,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Packed rows (PackRows) of the blocks-of-32 types and of the K-quants: within the same
 // bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
 // blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
-// partial groups of 16 blocks; K-quants: odd super-block counts), and below it each token's
+// partial groups of 16 blocks; K-quants: odd super-block counts; the int16 side at its first
+// batch, Int16MinTokens, on the small shapes), and below it each token's
 // outputs bit-identical to those of a call with that token alone and of the same call with 1
 // thread.
 class PackedMatMulTest : public ::testing::TestWithParam<Param> {};
@@ -418,17 +418,20 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
       if (cols >= 4096 && rows < 37) continue;
       Matrix m = RandomMatrix(type, rows, cols, seed++);
       m.Pack();
-      for (int64_t n : {1, 2, 3, 5, 8, 33, 130}) {
+      const int64_t i16_min = Int16MinTokens(type, level, /*packed=*/true);
+      std::vector<int64_t> batches = {1, 2, 3, 5, 8, 33, 130};
+      if (i16_min <= 2048 && cols <= 768 && rows <= 5) batches.push_back(i16_min);
+      for (int64_t n : batches) {
         if (cols >= 1056 && n > 8 && n != 33) continue;
         SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
         const std::vector<float> x = RandomActivations(n, cols, seed++);
         std::vector<float> y(static_cast<size_t>(n * rows), NAN);
         MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
         ExpectMatches(m, x, n, y, level);
-        if (n >= 128) continue;
+        if (n >= i16_min) continue;
         // The same int8 activations as the file-row kernel (not the K-quants', whose activation
-        // blocks are 256 long): equal up to fp32 rounding.
-        if (!k_quant) {
+        // blocks are 256 long): equal up to fp32 rounding, where the file rows take no int16 path.
+        if (!k_quant && n < Int16MinTokens(type, level, /*packed=*/false)) {
           Matrix file = m;
           file.packed.clear();
           std::vector<float> yf(y.size());
