@@ -329,13 +329,20 @@ int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
 // there against 62.3 ms for 9 by lanes (bench verify, read bandwidth 48.5 GB/s).
 // From packed rows (X86Q8PackedKernel) one weight pass serves up to kQ8PackedMaxTokens tokens,
 // so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9 tokens took 1.58x
-// and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s).
-// At kAmx the batches of packed rows take the AMX kernel instead of the lanes (the same outputs):
-// pagoda_bench_matmul Q8_0 gate_up 5632 x 2048, 16 tokens 0.845 ms against 1.54 and 2.03 ms by
-// lanes (two runs); below 13 tokens it lost to the packed-row kernel (5 tokens: 1.12 ms against
-// 0.53).
+// and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s). Beyond
+// that they still win below AMX, one pass per kQ8PackedMaxTokens tokens over row groups that
+// stay in L2, as the lanes' per-call weight sums (WeightStarts) and broadcasts cost more:
+// pagoda_bench_matmul on a Zen 4 host (avx512bf16), ms lanes / packed, two runs: gate_up 5632 x
+// 2048 16 tokens 0.860 / 0.609, 0.860 / 0.560, 64: 2.53 / 2.71, 2.87 / 2.36, 512: 18.4 / 19.6,
+// 19.9 / 19.6, 2048: 76.8 / 84.2, 88.2 / 76.8; down 2048 x 5632 16: 0.789 / 0.610, 0.904 /
+// 0.567, 512: 19.2 / 19.0, 21.1 / 18.5; q_o 2048 x 2048 16: 0.315 / 0.213, 0.350 / 0.265,
+// 512: 8.65 / 7.74, 8.47 / 7.61. So packed rows never take the lanes. At kAmx their batches from
+// 13 tokens take the AMX kernel (the same outputs): on an AMX host, pagoda_bench_matmul Q8_0
+// gate_up 5632 x 2048, 16 tokens 0.845 ms against 1.54 and 2.03 ms by lanes (two runs); below
+// 13 tokens it lost to the packed-row kernel (5 tokens: 1.12 ms against 0.53). AMX against the
+// packed rows at 16+ tokens is not measured (no AMX host since).
 constexpr int64_t kQ8LanesMinTokens = 9;
-constexpr int64_t kQ8PackedLanesMinTokens = internal::kQ8PackedMaxTokens + 1;
+constexpr int64_t kQ8PackedAmxMinTokens = internal::kQ8PackedMaxTokens + 1;
 
 // F16 with this many tokens and more follows MatMulOptions::f16. Below it the per-call tile
 // conversion costs more than the faster products gain (int16, gate_up 5632 x 2048 with
@@ -357,11 +364,11 @@ Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, b
       return {internal::X86I16Kernel(), RowConversion::kI16};
     }
   }
-  if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni &&
-      n_tokens >= (q8_packed ? kQ8PackedLanesMinTokens : kQ8LanesMinTokens)) {
-    if (level >= SimdLevel::kAmx && packed) {
-      return {internal::X86Q8AmxKernel(), RowConversion::kPacked};
-    }
+  if (q8_packed && level >= SimdLevel::kAmx && n_tokens >= kQ8PackedAmxMinTokens) {
+    return {internal::X86Q8AmxKernel(), RowConversion::kPacked};
+  }
+  if (type == GgmlType::kQ8_0 && !q8_packed && level >= SimdLevel::kAvx512Vnni &&
+      n_tokens >= kQ8LanesMinTokens) {
     return {internal::X86Q8LanesKernel(), RowConversion::kNone};
   }
   if (n_tokens >= Int16MinTokens(type, level, packed)) {

@@ -436,6 +436,10 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
           file.packed.clear();
           std::vector<float> yf(y.size());
           MatMul(file.view(), x.data(), n, yf.data(), MatMulOptions{level});
+          // Q8_0 from 9 tokens: the file rows' token lanes sum as the packed rows do.
+          if (type == GgmlType::kQ8_0 && level >= SimdLevel::kAvx512Vnni && n >= 9) {
+            EXPECT_EQ(0, std::memcmp(y.data(), yf.data(), y.size() * 4));
+          }
           for (int64_t t = 0; t < n; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
               double s = 0.0;
@@ -529,8 +533,8 @@ TEST(MatMulApiTest, F16Int16PropagatesNonFinite) {
   }
 }
 
-// The AMX Q8_0 kernel (batches from 13 tokens, packed rows) gives the VNNI token-lane kernel's
-// outputs bit for bit: partial token groups (n % 16), partial row groups (rows % 16), odd and
+// The AMX Q8_0 kernel (batches from 13 tokens, packed rows) gives the VNNI kernels' outputs (the
+// packed rows; the token lanes sum alike) bit for bit: partial token groups (n % 16), partial row groups (rows % 16), odd and
 // short block counts, token chunks split by the driver (cols 4096: 16 tokens a call).
 // Instantiated only where this CPU has the kAmx level (as the per-level tests are).
 class AmxQ8Test : public ::testing::TestWithParam<SimdLevel> {};
