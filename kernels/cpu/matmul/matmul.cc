@@ -323,10 +323,10 @@ int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
   }
 }
 
-// Q8_0 from this many tokens on, at kAvx512Vnni and above: the token-lane kernel (exact int8
-// products, 11 instructions per 512 of them, but a whole group of 16 tokens' work). Below it the
-// row kernel (RowQ8Vec, up to 8 tokens per pass): a medium-model step of 8 tokens took 52.3 ms
-// there against 62.3 ms for 9 by lanes (bench verify, read bandwidth 48.5 GB/s).
+// Q8_0 file rows from this many tokens on, at kAvx512Vnni and above: the token-lane kernel
+// (exact int8 products, 11 instructions per 512 of them, but a whole group of 16 tokens' work).
+// Below it the row kernel (RowQ8Vec, up to 8 tokens per pass): a medium-model step of 8 tokens
+// took 52.3 ms there against 62.3 ms for 9 by lanes (bench verify, read bandwidth 48.5 GB/s).
 // From packed rows (X86Q8PackedKernel) one weight pass serves up to kQ8PackedMaxTokens tokens,
 // so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9 tokens took 1.58x
 // and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s). Beyond

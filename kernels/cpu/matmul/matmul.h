@@ -45,9 +45,10 @@
 //   Q2_K, Q3_K and Q6_K (sub-blocks of 16) too: each block of 32 has two sub-block scales, so
 //   its two halves are dotted in separate int32 sums, the activations carrying half-block sums
 //   for the Q2_K mins and the Q3_K / Q6_K offsets.
-// Batches (matmul.cc MakePlan): Q8_0 with >= 9 tokens at kAvx512Vnni+ uses a token-lane kernel
-// (16 tokens per zmm, same int8 arithmetic and error). At kAvx512Vnni+, the block-quantized types
-// above with >= 128 tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
+// Batches (matmul.cc MakePlan): Q8_0 from the file's rows with >= 9 tokens at kAvx512Vnni+ uses
+// a token-lane kernel (16 tokens per zmm, same int8 arithmetic and error); packed Q8_0 rows keep
+// their kernel (AMX from 13 tokens). At kAvx512Vnni+, the block-quantized types above with >=
+// Int16MinTokens tokens and F16 with >= 32 (MatMulOptions::f16, int16 by default) convert each
 // row tile once per call to 13-bit int16 codes with one scale per 32 columns, quantize the
 // activations the same way and use vpdpwssd (matmul_i16_x86.cc): error per 32-column block at most
 // (amax_w sum |x| + amax_x sum |w|) / 16382, about 2^-13 of the block's largest terms.
@@ -95,7 +96,7 @@ struct MatMulOptions {
 
 // Whether batch-invariant plans for `type` at `level` (an effective level) cost nothing: F32
 // and BF16 (one kernel family at every batch), and Q8_0 with a packed copy at AVX512-VNNI (its
-// packed rows kernel sums a token as the token lanes do, so both stay in use).
+// packed rows kernel serves every batch size; below AMX it is the only one in use).
 bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed);
 
 // The batch size from which the default plans (not batch-invariant) for `type` at `level` (an
