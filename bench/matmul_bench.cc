@@ -10,10 +10,16 @@
 // (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program. Types with packed
 // rows (every block-quantized type) are packed as the CPU backend packs them unless
 // PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way.
+// Those matrices stay in the last-level cache between calls. BM_MatMulDram reads from DRAM, as
+// decode does: batch 1 against copies of gate_up laid end to end (at least 256 MiB, 8 copies),
+// either as one tall matrix in one call (`one_call`: the kernel's streaming rate) or one copy per
+// call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's ~150
+// calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
 // Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -138,7 +144,77 @@ void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape, MatMulOption
   state.SetLabel(KernelName(type, EffectiveSimdLevel(options), w.view.packed != nullptr));
 }
 
+// `copies` copies of w laid end to end: the file's rows and, if w has one, the packed copy
+// (every packed layout is whole rows, or Q8_0's groups of 16, and gate_up's 5632 rows are
+// whole groups), so the buffer is also one matrix of copies x w.rows rows.
+struct DramWeights {
+  std::vector<uint8_t> bytes, packed;
+  int64_t copies = 0;
+};
+
+const DramWeights& GetDramWeights(const Weights& w, GgmlType type) {
+  static std::unique_ptr<DramWeights> cache;
+  static GgmlType cached_type;
+  if (cache && cached_type == type) return *cache;
+  cache.reset();
+  cache = std::make_unique<DramWeights>();
+  cached_type = type;
+  const size_t one = w.bytes.size(), one_packed = w.packed.size();
+  const size_t largest = std::max(one, one_packed);
+  cache->copies = std::max<int64_t>(8, static_cast<int64_t>((size_t{256} << 20) / largest + 1));
+  cache->bytes.resize(one * static_cast<size_t>(cache->copies));
+  cache->packed.resize(one_packed * static_cast<size_t>(cache->copies));
+  for (int64_t c = 0; c < cache->copies; ++c) {
+    std::memcpy(cache->bytes.data() + one * static_cast<size_t>(c), w.bytes.data(), one);
+    if (one_packed > 0) {
+      std::memcpy(cache->packed.data() + one_packed * static_cast<size_t>(c), w.packed.data(),
+                  one_packed);
+    }
+  }
+  return *cache;
+}
+
+void BM_MatMulDram(benchmark::State& state, GgmlType type, bool one_call, MatMulOptions options) {
+  const Shape& shape = kShapes[1];  // gate_up
+  const Weights& w = GetWeights(type, shape);
+  const DramWeights& d = GetDramWeights(w, type);
+  std::vector<WeightView> views;
+  for (int64_t c = 0; c < (one_call ? 1 : d.copies); ++c) {
+    WeightView v = w.view;
+    v.data = d.bytes.data() + static_cast<size_t>(c) * w.bytes.size();
+    v.packed = w.packed.empty() ? nullptr : d.packed.data() + c * std::ssize(w.packed);
+    if (one_call) v.rows = shape.rows * d.copies;
+    views.push_back(v);
+  }
+  std::vector<float> x(static_cast<size_t>(shape.cols));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  std::vector<float> y(static_cast<size_t>(views.front().rows));
+  size_t next = 0;
+  for (auto _ : state) {
+    MatMul(views[next], x.data(), 1, y.data(), options);
+    next = (next + 1) % views.size();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes =
+      static_cast<double>(views.front().row_bytes * views.front().rows) * state.iterations();
+  state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(KernelName(type, EffectiveSimdLevel(options), w.view.packed != nullptr));
+}
+
 void RegisterAll(const MatMulOptions& options) {
+  for (GgmlType type : kTypes) {
+    for (bool one_call : {true, false}) {
+      const std::string name = std::string("BM_MatMulDram/") + TypeName(type) + "/gate_up_" +
+                               (one_call ? "one_call" : "per_call");
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulDram, type, one_call, options)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5)
+          ->UseRealTime();
+    }
+  }
   for (GgmlType type : kTypes) {
     for (const Shape& s : kShapes) {
       const std::string name = std::string("BM_MatMul/") + TypeName(type) + "/" + s.name + "_" +
