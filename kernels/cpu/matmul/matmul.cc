@@ -109,24 +109,6 @@ void InterleavePairs(int8_t* xq, int64_t ld, int32_t* xc) {
   }
 }
 
-// kQ8X16: one token's kQ8 codes (ld a multiple of 512) with each 512's 4-byte groups
-// interleaved by block (matmul_kernels.h), the scaled block sums xs and the half-block sums xsum.
-void InterleaveX16(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum) {
-  int8_t group[512];
-  for (int64_t g = 0; g < ld / 512; ++g) {
-    int8_t* q = xq + g * 512;
-    std::memcpy(group, q, 512);
-    for (int64_t b = 0; b < 16; ++b) {
-      int32_t half[2] = {0, 0};
-      for (int64_t i = 0; i < 32; ++i) half[i / 16] += group[32 * b + i];
-      xsum[32 * g + 2 * b] = static_cast<int16_t>(half[0]);
-      xsum[32 * g + 2 * b + 1] = static_cast<int16_t>(half[1]);
-      xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(half[0] + half[1]);
-      for (int64_t v = 0; v < 8; ++v) std::memcpy(q + 64 * v + 4 * b, group + 32 * b + 4 * v, 4);
-    }
-  }
-}
-
 bool IsQ8(ActFormat f) {
   return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Amx ||
          f == ActFormat::kQ8Lanes;
@@ -218,6 +200,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
   const int64_t ld = p.view.ld;
   internal::QuantizeQ8Fn quantize_q8 = internal::X86Q8Quantizer(level);
   if (quantize_q8 == nullptr) quantize_q8 = internal::QuantizeQ8Portable;
+  internal::InterleaveX16Fn interleave_x16 = internal::X86InterleaveX16(level);
+  if (interleave_x16 == nullptr) interleave_x16 = internal::InterleaveX16Portable;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       const float* xt = x + t * cols;
@@ -229,8 +213,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
       } else if (format == ActFormat::kQ8X16) {
         const int64_t nbx = ld / kQ8Block;
         quantize_q8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * nbx);
-        InterleaveX16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx,
-                      p.xsum.data() + t * ld / 16);
+        interleave_x16(p.xq.data() + t * ld, p.xd.data() + t * nbx, ld, p.xs.data() + t * nbx,
+                       p.xsum.data() + t * ld / 16);
       } else if (IsQ8(format)) {
         quantize_q8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
         if (format == ActFormat::kQ8Vec) {
@@ -606,6 +590,24 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
 }
 
 namespace internal {
+
+// kQ8X16: one token's kQ8 codes (ld a multiple of 512) with each 512's 4-byte groups
+// interleaved by block (matmul_kernels.h), the scaled block sums xs and the half-block sums xsum.
+void InterleaveX16Portable(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum) {
+  int8_t group[512];
+  for (int64_t g = 0; g < ld / 512; ++g) {
+    int8_t* q = xq + g * 512;
+    std::memcpy(group, q, 512);
+    for (int64_t b = 0; b < 16; ++b) {
+      int32_t half[2] = {0, 0};
+      for (int64_t i = 0; i < 32; ++i) half[i / 16] += group[32 * b + i];
+      xsum[32 * g + 2 * b] = static_cast<int16_t>(half[0]);
+      xsum[32 * g + 2 * b + 1] = static_cast<int16_t>(half[1]);
+      xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(half[0] + half[1]);
+      for (int64_t v = 0; v < 8; ++v) std::memcpy(q + 64 * v + 4 * b, group + 32 * b + 4 * v, 4);
+    }
+  }
+}
 
 void QuantizeQ8Portable(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd) {
   for (int64_t b = 0; b < ld / kQ8Block; ++b) {

@@ -66,8 +66,9 @@
 // The K-quants with sub-blocks of 16 (Q2_K, Q3_K, Q6_K) likewise (PackedGroupK16): block L of 32
 // holds sub-blocks 2L (vectors v = 0..3) and 2L + 1 (v = 4..7), so
 //   d    fp16 [2], dmin fp16 [2] (Q2_K only)
-//   sc   uint8 [16 L][2 h]       scale byte of sub-block 2L + h (Q6_K: [2 h][16 L]; Q2_K: sc | m << 4 as in the
-//                                file; Q3_K: int8 scale - 32; Q6_K: int8 scale)
+//   sc   uint8 [16 L][2 h]       scale byte of sub-block 2L + h (Q6_K: [2 h][16 L]; Q2_K:
+//                                sc | m << 4 as in the file; Q3_K: int8 scale - 32; Q6_K: int8
+//                                scale)
 //   qs   uint8 [4 u][16 L][4 k]  (Q6_K only) the low nibbles of the codes, as above
 //   two  uint8 [2 w][16 L][4 k]  bits 2i, 2i + 1: the 2 low bits of element 4 (4w + i) + k of
 //                                block L (Q6_K: the 2 bits above its nibble)
@@ -177,6 +178,13 @@ QuantizeI16Fn X86I16Quantizer();
 using QuantizeQ8Fn = void (*)(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd);
 void QuantizeQ8Portable(const float* x, int64_t cols, int64_t ld, int8_t* xq, float* xd);
 QuantizeQ8Fn X86Q8Quantizer(SimdLevel level);
+// Turns one token's kQ8 codes (xq, ld a multiple of 512, in place) into kQ8X16's interleaved
+// order and writes its xs and xsum from them and xd. InterleaveX16Portable is the definition
+// (matmul.cc); X86InterleaveX16 (matmul_x86.cc) writes the same bytes at `level` (from kAvx512;
+// nullptr below it or off x86-64).
+using InterleaveX16Fn = void (*)(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum);
+void InterleaveX16Portable(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum);
+InterleaveX16Fn X86InterleaveX16(SimdLevel level);
 
 // The x86 kernels for the block-quantized types other than Q8_0 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
 // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in

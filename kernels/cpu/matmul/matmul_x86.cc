@@ -697,10 +697,48 @@ PAGODA_MM_AVX512 void QuantizeQ8Avx512(const float* x, int64_t cols, int64_t ld,
   }
 }
 
+// InterleaveX16Portable's bytes. Per 512 codes (8 zmm, block b in dwords 8b..8b+7): output
+// vector v gathers dword 8b + v of every block b (all 8 gathered before any store, as the codes
+// are rewritten in place); the half-block sums come from vpsadbw of the codes + 128 (each 64-bit
+// lane: 8 codes + 8 * 128), two lanes per half. The sums are exact integers, and xs is the same
+// single fp32 product.
+PAGODA_MM_AVX512 void InterleaveX16Avx512(int8_t* xq, const float* xd, int64_t ld, float* xs,
+                                          int16_t* xsum) {
+  const __m512i blocks =
+      _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t g = 0; g < ld / 512; ++g) {
+    int8_t* q = xq + g * 512;
+    alignas(64) uint64_t sad[8][8];
+    for (int k = 0; k < 8; ++k) {
+      const __m512i codes = _mm512_loadu_si512(q + 64 * k);
+      _mm512_store_si512(sad[k],
+                         _mm512_sad_epu8(_mm512_xor_si512(codes, flip), _mm512_setzero_si512()));
+    }
+    __m512i out[8];
+    for (int v = 0; v < 8; ++v) {
+      out[v] = _mm512_i32gather_epi32(_mm512_add_epi32(blocks, _mm512_set1_epi32(v)), q, 4);
+    }
+    for (int v = 0; v < 8; ++v) _mm512_storeu_si512(q + 64 * v, out[v]);
+    for (int b = 0; b < 16; ++b) {
+      const uint64_t* lanes = sad[b / 2] + 4 * (b % 2);  // the block's 4 lanes, 8 codes each
+      const int32_t h0 = static_cast<int32_t>(lanes[0] + lanes[1]) - 16 * 128;
+      const int32_t h1 = static_cast<int32_t>(lanes[2] + lanes[3]) - 16 * 128;
+      xsum[32 * g + 2 * b] = static_cast<int16_t>(h0);
+      xsum[32 * g + 2 * b + 1] = static_cast<int16_t>(h1);
+      xs[16 * g + b] = xd[16 * g + b] * static_cast<float>(h0 + h1);
+    }
+  }
+}
+
 }  // namespace
 
 QuantizeQ8Fn X86Q8Quantizer(SimdLevel level) {
   return level >= SimdLevel::kAvx512 ? QuantizeQ8Avx512 : nullptr;
+}
+
+InterleaveX16Fn X86InterleaveX16(SimdLevel level) {
+  return level >= SimdLevel::kAvx512 ? InterleaveX16Avx512 : nullptr;
 }
 
 Kernel X86Kernel(SimdLevel level, GgmlType type) {
@@ -727,6 +765,7 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
 namespace pagoda::cpu::mm::internal {
 Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
 QuantizeQ8Fn X86Q8Quantizer(SimdLevel) { return nullptr; }
+InterleaveX16Fn X86InterleaveX16(SimdLevel) { return nullptr; }
 ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
 Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86Q8PackedKernel() { return {}; }

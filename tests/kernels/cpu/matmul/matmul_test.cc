@@ -602,6 +602,35 @@ TEST(MatMulApiTest, Q8QuantizerMatchesPortableBitForBit) {
   }
 }
 
+// The SIMD kQ8X16 interleave writes InterleaveX16Portable's codes, xs and xsum: random codes
+// (extremes -128 / 127 included) over 1 to 12 groups of 512, random scales.
+TEST(MatMulApiTest, InterleaveX16MatchesPortableBitForBit) {
+  const internal::InterleaveX16Fn simd = internal::X86InterleaveX16(DetectSimdLevel());
+  if (simd == nullptr)
+    GTEST_SKIP() << "no SIMD kQ8X16 interleave at " << SimdLevelName(DetectSimdLevel());
+  EXPECT_EQ(internal::X86InterleaveX16(SimdLevel::kAvx2), nullptr);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int64_t ld = 512 * (1 + static_cast<int64_t>(rng() % 12));
+    std::vector<int8_t> q_ref(static_cast<size_t>(ld));
+    for (int8_t& c : q_ref) {
+      const uint32_t r = rng();
+      c = trial % 4 == 0 ? static_cast<int8_t>(r % 2 == 0 ? -128 : 127) : static_cast<int8_t>(r);
+    }
+    std::vector<int8_t> q_simd = q_ref;
+    std::vector<float> xd(static_cast<size_t>(ld / 32));
+    std::normal_distribution<float> normal(0.0f, 0.01f);
+    for (float& d : xd) d = normal(rng);
+    std::vector<float> xs_ref(xd.size(), 1.0f), xs_simd(xd.size(), 2.0f);
+    std::vector<int16_t> sum_ref(static_cast<size_t>(ld / 16), 1), sum_simd(sum_ref.size(), 2);
+    internal::InterleaveX16Portable(q_ref.data(), xd.data(), ld, xs_ref.data(), sum_ref.data());
+    simd(q_simd.data(), xd.data(), ld, xs_simd.data(), sum_simd.data());
+    ASSERT_EQ(q_simd, q_ref) << "ld " << ld;
+    ASSERT_EQ(sum_simd, sum_ref) << "ld " << ld;
+    ASSERT_EQ(0, std::memcmp(xs_simd.data(), xs_ref.data(), xs_ref.size() * sizeof(float)));
+  }
+}
+
 TEST(MatMulApiTest, F16MatmulNamesParse) {
   for (F16Matmul mode : {F16Matmul::kExact, F16Matmul::kInt16, F16Matmul::kBf16}) {
     EXPECT_EQ(ParseF16Matmul(F16MatmulName(mode)), mode);
