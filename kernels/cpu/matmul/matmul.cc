@@ -478,26 +478,32 @@ const char* KernelName(GgmlType type, SimdLevel level, bool packed) {
 
 namespace {
 
-// One matrix of a call: its output and its row tiles [first_tile, first_tile + n_tiles).
+// One matrix of a call: its plan, its output and its row tiles [first_tile, first_tile +
+// n_tiles).
 struct Product {
   const WeightView* w;
   float* y;
+  Plan plan;
   int64_t tile_rows;
   int64_t first_tile;
 };
 
-// Runs the products (same cols and type, so one plan and one set of prepared activations) in
-// one parallel loop over all their row tiles.
-void RunProducts(const Plan& plan, std::span<Product> products, const Activations& acts,
-                 int64_t n_tokens, int64_t max_chunk) {
-  int64_t n_tiles = 0;
-  // I16 tiles are whole groups of 16 rows, two groups per kernel tile; packed Q8_0 rows come in
-  // groups of 16.
+// Rows per task of product p (see TileRows): I16 tiles are whole groups of 16 rows, two groups
+// per kernel tile; packed Q8_0 rows come in groups of 16.
+int64_t ProductTileRows(const Product& p) {
   const bool q8_groups =
-      plan.conversion == RowConversion::kPacked && products.front().w->type == GgmlType::kQ8_0;
-  const int64_t row_align = plan.conversion == RowConversion::kI16 ? 32 : q8_groups ? 16 : 4;
+      p.plan.conversion == RowConversion::kPacked && p.w->type == GgmlType::kQ8_0;
+  const int64_t row_align = p.plan.conversion == RowConversion::kI16 ? 32 : q8_groups ? 16 : 4;
+  return TileRows(p.w->rows, TileRowBytes(*p.w, p.plan.conversion), row_align);
+}
+
+// Runs the products (same cols; plans that read the same activation format, prepared once in
+// acts) in one parallel loop over all their row tiles, each tile with its product's kernel.
+void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens,
+                 int64_t max_chunk) {
+  int64_t n_tiles = 0;
   for (Product& p : products) {
-    p.tile_rows = TileRows(p.w->rows, TileRowBytes(*p.w, plan.conversion), row_align);
+    p.tile_rows = ProductTileRows(p);
     p.first_tile = n_tiles;
     n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
   }
@@ -507,7 +513,7 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
   // per tile.
   const int64_t cols = products.front().w->cols;
   const int64_t chunk =
-      plan.kernel.act == ActFormat::kQ8Lanes
+      products.front().plan.kernel.act == ActFormat::kQ8Lanes
           ? n_tokens
           : std::min(max_chunk,
                      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16);
@@ -524,10 +530,10 @@ void RunProducts(const Plan& plan, std::span<Product> products, const Activation
           const int64_t r0 = (i - p.first_tile) * p.tile_rows;
           const int64_t nr = std::min(p.tile_rows, w.rows - r0);
           int64_t stride = w.row_bytes;
-          const uint8_t* wt = ConvertTile(w, plan, r0, nr, buffers, &stride);
+          const uint8_t* wt = ConvertTile(w, p.plan, r0, nr, buffers, &stride);
           for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
             const int64_t nt = std::min(chunk, n_tokens - t0);
-            plan.kernel.fn(wt, stride, nr, acts, t0, nt, p.y + t0 * w.rows + r0, w.rows);
+            p.plan.kernel.fn(wt, stride, nr, acts, t0, nt, p.y + t0 * w.rows + r0, w.rows);
           }
         }
       },
@@ -566,26 +572,34 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   assert(ws.size() == ys.size());
   if (n_tokens <= 0) return;
   const SimdLevel level = EffectiveSimdLevel(options);
-  // One plan for the matrices of ws[0]'s type and packing.
-  const auto same = [&](const WeightView* w) {
-    return w->type == ws[0]->type && (w->packed != nullptr) == (ws[0]->packed != nullptr);
-  };
+  // Each matrix's plan and token chunk limit; the matrices whose plans read the same activation
+  // format with the same limit (at batch 1, e.g., every packed block-quantized type but Q8_0)
+  // share one preparation and one parallel loop, in the order of their first matrix.
   std::vector<Product> products;
+  std::vector<int64_t> max_chunks;
   for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i]->rows <= 0 || !same(ws[i])) continue;
-    products.push_back({ws[i], ys[i], 0, 0});
-  }
-  if (!products.empty()) {
-    const Plan plan = MakePlan(level, ws[0]->type, n_tokens, options.f16, ws[0]->packed != nullptr,
+    if (ws[i]->rows <= 0) continue;
+    const Plan plan = MakePlan(level, ws[i]->type, n_tokens, options.f16, ws[i]->packed != nullptr,
                                options.batch_invariant);
-    PreparedActivations& acts = ThreadActivations();
-    Prepare(plan.kernel.act, level, x, n_tokens, ws[0]->cols, acts);
-    RunProducts(plan, products, acts.view, n_tokens,
-                MaxTokenChunk(plan, ws[0]->type, options.batch_invariant));
+    products.push_back({ws[i], ys[i], plan, 0, 0});
+    max_chunks.push_back(MaxTokenChunk(plan, ws[i]->type, options.batch_invariant));
   }
-  // Matrices of other types (or packing) than the first: one call each.
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (!same(ws[i])) MatMul(*ws[i], x, n_tokens, ys[i], options);
+  std::vector<bool> done(products.size(), false);
+  std::vector<Product> group;
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (done[i]) continue;
+    group.clear();
+    for (size_t j = i; j < products.size(); ++j) {
+      if (done[j] || products[j].plan.kernel.act != products[i].plan.kernel.act ||
+          max_chunks[j] != max_chunks[i]) {
+        continue;
+      }
+      group.push_back(products[j]);
+      done[j] = true;
+    }
+    PreparedActivations& acts = ThreadActivations();
+    Prepare(products[i].plan.kernel.act, level, x, n_tokens, products[i].w->cols, acts);
+    RunProducts(group, acts.view, n_tokens, max_chunks[i]);
   }
 }
 

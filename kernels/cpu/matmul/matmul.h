@@ -133,9 +133,10 @@ void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
             const MatMulOptions& options = {});
 
 // One product per matrix against the same x: ys[i] = ws[i] x, [n_tokens][ws[i]->rows]. Every
-// matrix has x's cols. Those of ws[0]'s type share one activation preparation and run in one
-// parallel loop over all their row tiles (each other type: as MatMul); every output is
-// bit-identical to MatMul's.
+// matrix has x's cols. The matrices whose kernels read the same prepared activations (any types:
+// e.g. at batch 1 every packed block-quantized type but Q8_0, so a Q4_K_M layer's Q4_K q / k and
+// Q6_K v) share one activation preparation and run in one parallel loop over all their row
+// tiles; every output is bit-identical to MatMul's.
 void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int64_t n_tokens,
                      std::span<float* const> ys, const MatMulOptions& options = {});
 

@@ -681,18 +681,21 @@ TEST(MatMulApiTest, LevelNamesParse) {
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ6_K, 512), 4 + 32 + 256 + 128);
 }
 
-// MatMulSameInput gives MatMul's bits for every matrix, also when their types differ (a
-// Q4_K_M layer's q / k in Q4_K and v in Q6_K) and for an empty matrix.
-TEST(MatMulApiTest, SameInputMatchesMatMulBitForBit) {
-  const std::vector<Matrix> ms = {
-      RandomMatrix(GgmlType::kQ4_K, 70, 512, 41), RandomMatrix(GgmlType::kQ4_K, 33, 512, 42),
-      RandomMatrix(GgmlType::kQ6_K, 17, 512, 43), RandomMatrix(GgmlType::kQ4_K, 0, 512, 44)};
+// MatMulSameInput gives MatMul's bits for every matrix, also when their types differ and for an
+// empty matrix: from the file's rows (a Q4_K_M layer's q / k in Q4_K and v in Q6_K) and from
+// packed rows (a Q2_K layer's q / k in Q2_K and v in Q3_K, which share their activations and
+// parallel loop, beside a Q8_0 matrix, whose kernel reads other activations).
+void ExpectSameInputMatchesMatMul(std::vector<Matrix> ms, bool pack) {
   std::vector<WeightView> views;
-  for (const Matrix& m : ms) views.push_back(m.view());
-  const std::vector<const WeightView*> ws = {&views[0], &views[1], &views[2], &views[3]};
+  for (Matrix& m : ms) {
+    if (pack && m.rows > 0) m.Pack();
+    views.push_back(m.view());
+  }
+  std::vector<const WeightView*> ws;
+  for (const WeightView& v : views) ws.push_back(&v);
   for (SimdLevel level : Levels()) {
-    for (int64_t n : {1, 33, 130}) {
-      SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n);
+    for (int64_t n : {1, 2, 33, 130}) {
+      SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n << " pack " << pack);
       const std::vector<float> x = RandomActivations(n, 512, 45);
       std::vector<std::vector<float>> shared(ms.size()), single(ms.size());
       std::vector<float*> ys;
@@ -705,9 +708,25 @@ TEST(MatMulApiTest, SameInputMatchesMatMulBitForBit) {
       MatMulSameInput(ws, x.data(), n, ys, MatMulOptions{level});
       for (size_t i = 0; i < ms.size(); ++i) {
         EXPECT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4)) << i;
+        EXPECT_FALSE(std::isnan(shared[i].front()) && ms[i].rows > 0) << i;
       }
     }
   }
+}
+
+TEST(MatMulApiTest, SameInputMatchesMatMulBitForBit) {
+  ExpectSameInputMatchesMatMul(
+      {RandomMatrix(GgmlType::kQ4_K, 70, 512, 41), RandomMatrix(GgmlType::kQ4_K, 33, 512, 42),
+       RandomMatrix(GgmlType::kQ6_K, 17, 512, 43), RandomMatrix(GgmlType::kQ4_K, 0, 512, 44)},
+      false);
+}
+
+TEST(MatMulApiTest, SameInputMatchesMatMulBitForBitFromPackedRows) {
+  ExpectSameInputMatchesMatMul(
+      {RandomMatrix(GgmlType::kQ2_K, 70, 512, 51), RandomMatrix(GgmlType::kQ8_0, 40, 512, 52),
+       RandomMatrix(GgmlType::kQ2_K, 33, 512, 53), RandomMatrix(GgmlType::kQ3_K, 17, 512, 54),
+       RandomMatrix(GgmlType::kQ3_K, 0, 512, 55)},
+      true);
 }
 
 }  // namespace
