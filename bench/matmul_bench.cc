@@ -13,7 +13,7 @@
 // Those matrices stay in the last-level cache between calls. BM_MatMulDram reads from DRAM, as
 // decode does: batch 1 against copies of gate_up laid end to end (at least 256 MiB, 8 copies),
 // either as one tall matrix in one call (`one_call`: the kernel's streaming rate) or one copy per
-// call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's ~150
+// call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's 90-110
 // calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
 // Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -148,28 +148,26 @@ void BM_MatMul(benchmark::State& state, GgmlType type, Shape shape, MatMulOption
 // (every packed layout is whole rows, or Q8_0's groups of 16, and gate_up's 5632 rows are
 // whole groups), so the buffer is also one matrix of copies x w.rows rows.
 struct DramWeights {
+  GgmlType type;
   std::vector<uint8_t> bytes, packed;
-  int64_t copies = 0;
+  size_t copies = 0;
 };
 
-const DramWeights& GetDramWeights(const Weights& w, GgmlType type) {
+// The copies of the most recent type (at least 256 MiB and 8 copies), kept like Cache().
+const DramWeights& GetDramWeights(const Weights& w) {
   static std::unique_ptr<DramWeights> cache;
-  static GgmlType cached_type;
-  if (cache && cached_type == type) return *cache;
+  if (cache && cache->type == w.type) return *cache;
   cache.reset();
   cache = std::make_unique<DramWeights>();
-  cached_type = type;
+  cache->type = w.type;
   const size_t one = w.bytes.size(), one_packed = w.packed.size();
-  const size_t largest = std::max(one, one_packed);
-  cache->copies = std::max<int64_t>(8, static_cast<int64_t>((size_t{256} << 20) / largest + 1));
-  cache->bytes.resize(one * static_cast<size_t>(cache->copies));
-  cache->packed.resize(one_packed * static_cast<size_t>(cache->copies));
-  for (int64_t c = 0; c < cache->copies; ++c) {
-    std::memcpy(cache->bytes.data() + one * static_cast<size_t>(c), w.bytes.data(), one);
-    if (one_packed > 0) {
-      std::memcpy(cache->packed.data() + one_packed * static_cast<size_t>(c), w.packed.data(),
-                  one_packed);
-    }
+  cache->copies = std::max<size_t>(8, (size_t{256} << 20) / std::max(one, one_packed) + 1);
+  cache->bytes.resize(one * cache->copies);
+  cache->packed.resize(one_packed * cache->copies);
+  for (size_t c = 0; c < cache->copies; ++c) {
+    std::memcpy(cache->bytes.data() + one * c, w.bytes.data(), one);
+    if (one_packed > 0)
+      std::memcpy(cache->packed.data() + one_packed * c, w.packed.data(), one_packed);
   }
   return *cache;
 }
@@ -177,13 +175,13 @@ const DramWeights& GetDramWeights(const Weights& w, GgmlType type) {
 void BM_MatMulDram(benchmark::State& state, GgmlType type, bool one_call, MatMulOptions options) {
   const Shape& shape = kShapes[1];  // gate_up
   const Weights& w = GetWeights(type, shape);
-  const DramWeights& d = GetDramWeights(w, type);
+  const DramWeights& d = GetDramWeights(w);
   std::vector<WeightView> views;
-  for (int64_t c = 0; c < (one_call ? 1 : d.copies); ++c) {
+  for (size_t c = 0; c < (one_call ? 1 : d.copies); ++c) {
     WeightView v = w.view;
-    v.data = d.bytes.data() + static_cast<size_t>(c) * w.bytes.size();
-    v.packed = w.packed.empty() ? nullptr : d.packed.data() + c * std::ssize(w.packed);
-    if (one_call) v.rows = shape.rows * d.copies;
+    v.data = d.bytes.data() + c * w.bytes.size();
+    v.packed = w.packed.empty() ? nullptr : d.packed.data() + c * w.packed.size();
+    if (one_call) v.rows = shape.rows * static_cast<int64_t>(d.copies);
     views.push_back(v);
   }
   std::vector<float> x(static_cast<size_t>(shape.cols));

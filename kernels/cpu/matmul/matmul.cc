@@ -478,14 +478,15 @@ const char* KernelName(GgmlType type, SimdLevel level, bool packed) {
 
 namespace {
 
-// One matrix of a call: its plan, its output and its row tiles [first_tile, first_tile +
-// n_tiles).
+// One matrix of a call: its plan and token chunk limit (MaxTokenChunk), its output and its row
+// tiles [first_tile, first_tile + n_tiles).
 struct Product {
   const WeightView* w;
   float* y;
   Plan plan;
-  int64_t tile_rows;
-  int64_t first_tile;
+  int64_t max_chunk;
+  int64_t tile_rows = 0;
+  int64_t first_tile = 0;
 };
 
 // Rows per task of product p (see TileRows): I16 tiles are whole groups of 16 rows, two groups
@@ -498,9 +499,9 @@ int64_t ProductTileRows(const Product& p) {
 }
 
 // Runs the products (same cols; plans that read the same activation format, prepared once in
-// acts) in one parallel loop over all their row tiles, each tile with its product's kernel.
-void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens,
-                 int64_t max_chunk) {
+// acts, and the same max_chunk) in one parallel loop over all their row tiles, each tile with its
+// product's kernel.
+void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens) {
   int64_t n_tiles = 0;
   for (Product& p : products) {
     p.tile_rows = ProductTileRows(p);
@@ -515,7 +516,7 @@ void RunProducts(std::span<Product> products, const Activations& acts, int64_t n
   const int64_t chunk =
       products.front().plan.kernel.act == ActFormat::kQ8Lanes
           ? n_tokens
-          : std::min(max_chunk,
+          : std::min(products.front().max_chunk,
                      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16);
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
@@ -572,34 +573,26 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   assert(ws.size() == ys.size());
   if (n_tokens <= 0) return;
   const SimdLevel level = EffectiveSimdLevel(options);
-  // Each matrix's plan and token chunk limit; the matrices whose plans read the same activation
-  // format with the same limit (at batch 1, e.g., every packed block-quantized type but Q8_0)
-  // share one preparation and one parallel loop, in the order of their first matrix.
+  // Each matrix's plan; the matrices whose plans read the same activation format with the same
+  // token chunk limit (at batch 1, e.g., every packed block-quantized type but Q8_0) share one
+  // preparation and one parallel loop.
   std::vector<Product> products;
-  std::vector<int64_t> max_chunks;
   for (size_t i = 0; i < ws.size(); ++i) {
     if (ws[i]->rows <= 0) continue;
     const Plan plan = MakePlan(level, ws[i]->type, n_tokens, options.f16, ws[i]->packed != nullptr,
                                options.batch_invariant);
-    products.push_back({ws[i], ys[i], plan, 0, 0});
-    max_chunks.push_back(MaxTokenChunk(plan, ws[i]->type, options.batch_invariant));
+    products.push_back(
+        {ws[i], ys[i], plan, MaxTokenChunk(plan, ws[i]->type, options.batch_invariant)});
   }
-  std::vector<bool> done(products.size(), false);
-  std::vector<Product> group;
-  for (size_t i = 0; i < products.size(); ++i) {
-    if (done[i]) continue;
-    group.clear();
-    for (size_t j = i; j < products.size(); ++j) {
-      if (done[j] || products[j].plan.kernel.act != products[i].plan.kernel.act ||
-          max_chunks[j] != max_chunks[i]) {
-        continue;
-      }
-      group.push_back(products[j]);
-      done[j] = true;
-    }
+  for (auto rest = products.begin(); rest != products.end();) {
+    const Product first = *rest;
+    const auto group_end = std::stable_partition(rest, products.end(), [&](const Product& p) {
+      return p.plan.kernel.act == first.plan.kernel.act && p.max_chunk == first.max_chunk;
+    });
     PreparedActivations& acts = ThreadActivations();
-    Prepare(products[i].plan.kernel.act, level, x, n_tokens, products[i].w->cols, acts);
-    RunProducts(group, acts.view, n_tokens, max_chunks[i]);
+    Prepare(first.plan.kernel.act, level, x, n_tokens, first.w->cols, acts);
+    RunProducts(std::span<Product>(rest, group_end), acts.view, n_tokens);
+    rest = group_end;
   }
 }
 
