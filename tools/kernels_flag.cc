@@ -28,8 +28,8 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "activations rounded to bf16, on AVX512-BF16)")
       ->check(CLI::IsMember({"exact", "int16", "bf16"}));
   cmd->add_option("--pack-weights", flags->pack_weights,
-                  "Copy the matrices of every block-quantized type at load into the layout "
-                  "their SIMD kernels read fastest: on | off (default: the config's "
+                  "Copy the matrices at load into the layout their SIMD kernels read fastest "
+                  "(float types: as they are, into huge pages): on | off (default: the config's "
                   "backend.pack_weights, on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--batch-invariant", flags->batch_invariant,

@@ -1,8 +1,9 @@
-// PackedWeights: the CPU backend's load-time packed copies of a model's matrices
-// (cpu::mm::PackRows: the rows of every block-quantized type in the layout their
-// kernels read fastest). The file's rows stay where they are (embedding lookups, the
-// portable level and big batches read them); the copies cost as much memory again as those
-// matrices.
+// PackedWeights: the CPU backend's load-time copies of a model's matrices, in huge pages:
+// the rows of every block-quantized type in the layout their kernels read fastest
+// (cpu::mm::PackRows; WeightView::packed, the file's rows staying where they are for embedding
+// lookups, the portable level and big batches), and the float types' rows as they are
+// (WeightView::data then points at the copy). The copies cost as much memory again as those
+// matrices (the file's pages stay in the page cache, reclaimable).
 #pragma once
 
 #include <cstdint>
@@ -19,12 +20,14 @@ class PackedWeights {
  public:
   // `weights`' views, each matrix of a type with packed kernels at `level` (an effective level,
   // mm::ReadsPackedRows) with `packed` pointing at a copy owned by this object (so it must
-  // outlive the returned views). Throws std::bad_alloc.
+  // outlive the returned views), each F32 / F16 / BF16 matrix with `data` pointing at one.
+  // Throws std::bad_alloc.
   ModelWeights Pack(const ModelWeights& weights, SimdLevel level);
   int64_t bytes() const { return bytes_; }  // of all copies
 
  private:
   void PackView(WeightView& view, SimdLevel level);
+  uint8_t* Allocate(int64_t bytes);  // 2 MiB-aligned, huge pages asked for, owned here
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };

@@ -40,10 +40,12 @@ constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
 // The float kernels' tiles read R rows as R streams of a few KiB each (one row of F16 2048 is a
 // 4 KiB page), and the hardware prefetcher stops at every page and is slow to start again: so
 // each tile prefetches, at the byte it is at, the rows of the tile kFpTilesAhead tiles on (rows
-// past the matrix are prefetched harmlessly). bench model medium F16 / BF16 decode, fraction of
-// the interleaved read bandwidth, interleaved runs at 17-26 GB/s: none F16 0.74-0.76, BF16
-// 0.78-0.83; 1 tile ahead 0.92-0.95, 0.98-0.99; 2 tiles 0.93-0.97, 0.975-0.986; 4: 0.91, 0.96-0.97.
-constexpr int kFpTilesAhead = 2;
+// past the matrix are prefetched harmlessly). On a 17-26 GB/s host (bench model medium F16 /
+// BF16 decode, fraction of the interleaved read bandwidth) none gave 0.74-0.76 / 0.78-0.83 and
+// 1, 2, 4 tiles 0.92-0.97. On a Zen 5 host reading 55-75 GB/s, with the weights in huge pages
+// (PackedWeights) and two chains per row (TileFp512), `bench verify --tokens 1` F16 steps took
+// 36.0-38.7 ms with 8 tiles, 36.5-38.8 with 16, 37.4-39.4 with 32 and 40-48 with 2.
+constexpr int kFpTilesAhead = 8;
 
 template <int R>
 inline void PrefetchTileRows(const uint8_t* w, int64_t ws, int64_t byte) {
@@ -201,37 +203,68 @@ PAGODA_MM_AVX512 inline void StepFp512(const uint8_t* w, int64_t ws, const float
   }
 }
 
-// Full vectors of 16 columns, then one masked step for the column tail.
+// Every (row, token) sums its 16-column vectors in kFpChains<F> FMA chains, chain j taking the
+// vectors v = j mod kFpChains in column order, the masked column tail (vector n16) ending chain
+// n16 mod kFpChains; the chains are then added in order and reduced. Every tile size sums so,
+// with its chains interleaved over one sequential pass, so a token's result does not depend on
+// its batch (below the int16 / bf16 batch paths of matmul.h). Two chains for the 16-bit formats:
+// one chain is bound by the FMA latency (16 columns per 4 cycles), which on two Zen 5 cores read
+// 66-70 GB/s of F16 weights even from cache, no faster than DRAM; two read 105-130 GB/s
+// (pagoda_bench_matmul batch 1, gate_up / down). F32 weights bring twice the bytes per FMA, and
+// their batches lost 30-40% with the smaller tiles that two chains need, so they keep one.
+template <Wf F>
+inline constexpr int kFpChains = F == Wf::kF32 ? 1 : 2;
+// Tiles of up to kFpTileRows x kFpTileTokens: kFpChains x R x T accumulators, R weight vectors
+// and one activation vector in the 32 zmm registers.
+template <Wf F>
+inline constexpr int kFpTileRows = 4;
+template <Wf F>
+inline constexpr int kFpTileTokens = kFpChains<F> == 1 ? 4 : 3;
+
 template <Wf F, int R, int T>
 PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, int64_t cols,
                                 float* y, int64_t ldy) {
-  __m512 acc[R][T];
-  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  }
-  const int64_t c16 = cols / 16 * 16;
+  constexpr int J = kFpChains<F>;
   constexpr int64_t kBytes = F == Wf::kF32 ? 4 : 2;
-  for (int64_t c = 0; c < c16; c += 16) {
-    if ((c * kBytes) % 64 == 0) PrefetchTileRows<R>(w, ws, c * kBytes);
-    StepFp512<F, R, T>(w, ws, x, cols, c, 0xffff, acc);
+  __m512 acc[J][R][T];
+  PAGODA_UNROLL for (int j = 0; j < J; ++j) {
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+      PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[j][r][t] = _mm512_setzero_ps();
+    }
   }
-  if (c16 < cols) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (cols - c16)) - 1);
-    StepFp512<F, R, T>(w, ws, x, cols, c16, m, acc);
+  const int64_t n16 = cols / 16, full = n16 / J * J;
+  for (int64_t v = 0; v < full; v += J) {
+    PAGODA_UNROLL for (int64_t b = 0; b < 16 * J * kBytes; b += 64) {
+      PrefetchTileRows<R>(w, ws, v * 16 * kBytes + b);
+    }
+    PAGODA_UNROLL for (int j = 0; j < J; ++j) {
+      StepFp512<F, R, T>(w, ws, x, cols, (v + j) * 16, 0xffff, acc[j]);
+    }
+  }
+  // The last vectors, fewer than J, and the masked tail, each on its chain.
+  const __mmask16 tail = static_cast<__mmask16>((1u << (cols - n16 * 16)) - 1);
+  PAGODA_UNROLL for (int j = 0; j < J; ++j) {
+    const int64_t v = full + j;
+    if (v < n16) {
+      StepFp512<F, R, T>(w, ws, x, cols, v * 16, 0xffff, acc[j]);
+    } else if (v == n16 && tail != 0) {
+      StepFp512<F, R, T>(w, ws, x, cols, v * 16, tail, acc[j]);
+    }
   }
   PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      __m512 sum = acc[0][r][t];
+      PAGODA_UNROLL for (int j = 1; j < J; ++j) sum = _mm512_add_ps(sum, acc[j][r][t]);
+      y[t * ldy + r] = _mm512_reduce_add_ps(sum);
+    }
   }
 }
 
-// Every batch size, the GEMV too, runs the R x T tiles: one FMA chain per (row, token), so a
-// token's result does not depend on its batch (below the int16 / bf16 batch paths of
-// matmul.h). A GEMV tile of 4 rows keeps 4 chains in flight (one chain alone is bound by the FMA
-// latency: 16 columns per 4 cycles, about the DRAM rate per core).
+// Every batch size, the GEMV too, runs the R x T tiles of TileFp512.
 template <Wf F>
 PAGODA_MM_AVX512 void BlockFp512(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                  int64_t t0, int64_t nt, float* y, int64_t ldy) {
-  ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+  ForEachTile<kFpTileRows<F>, kFpTileTokens<F>>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
     TileFp512<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy);
   });
 }

@@ -508,6 +508,30 @@ TEST(CpuBackendPackedWeights, PackedRowsStayAsCloseToFp32AsFileRows) {
   }
 }
 
+// Float matrices are copied as they are (into huge pages): every output bit for bit what the
+// file's rows give, and the copies' bytes those of the layer and output matrices.
+TEST(CpuBackendPackedWeights, FloatMatricesAreCopiedAsTheyAre) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    SCOPED_TRACE(TypeName(type));
+    auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 13);
+    if (type != GgmlType::kF32) QuantizeLayers(*m, type);
+    int64_t want_bytes = m->weights.output.rows * m->weights.output.row_bytes;
+    for (LayerWeights& l : m->weights.layers) {
+      for (WeightView* v : l.matrices()) want_bytes += v->rows * v->row_bytes;
+    }
+    const std::vector<int32_t> tokens = {1, 7, 3, 9, 4, 22, 5, 31, 8, 2, 17, 6};
+    cpu::CpuBackendOptions on, off;
+    off.pack_weights = false;
+    int64_t on_bytes = -1, off_bytes = -1;
+    const auto copied = RunBackend(*m, tokens, 8, 3, 4, on, &on_bytes);
+    const auto file = RunBackend(*m, tokens, 8, 3, 4, off, &off_bytes);
+    EXPECT_EQ(on_bytes, want_bytes);
+    EXPECT_EQ(off_bytes, 0);
+    ASSERT_EQ(copied.size(), file.size());
+    for (size_t i = 0; i < file.size(); ++i) EXPECT_EQ(copied[i], file[i]) << "output " << i;
+  }
+}
+
 // The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
 // checks the engine tests' fake backend shares), writes nothing, and then still serves.
 TEST(CpuBackendValidation, MalformedBatchesAreRejected) {

@@ -297,8 +297,11 @@ TEST(MatMulApiTest, RowKernelsDoNotDependOnTheBatch) {
         Case{GgmlType::kQ3_K, k_cols, true}, Case{GgmlType::kQ4_K, k_cols, true},
         Case{GgmlType::kQ5_K, k_cols, true}, Case{GgmlType::kIQ4_XS, k_cols, true},
         Case{GgmlType::kQ6_K, k_cols, true}, Case{GgmlType::kQ4_0, {32, 96, 2080}, true},
-        Case{GgmlType::kF16, {7, 100, 2080}, false}, Case{GgmlType::kBF16, {7, 100, 2080}, false},
-        Case{GgmlType::kF32, {7, 100, 2080}, false}}) {
+        // Float columns: a tail alone (7), tails after an even (100) and an odd (117) count of
+        // 16-column vectors, which end different FMA chains (TileFp512), and none (2080).
+        Case{GgmlType::kF16, {7, 100, 117, 2080}, false},
+        Case{GgmlType::kBF16, {7, 100, 117, 2080}, false},
+        Case{GgmlType::kF32, {7, 100, 117, 2080}, false}}) {
     if (c.vnni_only && !vnni) continue;
     for (int64_t cols : c.cols) {
       for (bool pack : {false, true}) {
