@@ -19,6 +19,7 @@ with --json every run. Usage:
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def install(node_dir):
-    """npm-installs node-llama-cpp@NODE_LLAMA_CPP_VERSION under node_dir (once)."""
+    """npm-installs node-llama-cpp@NODE_LLAMA_CPP_VERSION under node_dir (once), and puts a copy
+    of llamacpp_bench.mjs beside its node_modules: an ES module finds its imports there
+    (NODE_PATH does not apply to imports)."""
+    os.makedirs(node_dir, exist_ok=True)
+    shutil.copyfile(os.path.join(HERE, "llamacpp", "llamacpp_bench.mjs"),
+                    os.path.join(node_dir, "llamacpp_bench.mjs"))
     pkg = os.path.join(node_dir, "node_modules", "node-llama-cpp", "package.json")
     try:
         with open(pkg) as f:
@@ -36,7 +42,6 @@ def install(node_dir):
                 return
     except (OSError, ValueError, KeyError):
         pass
-    os.makedirs(node_dir, exist_ok=True)
     print(f"installing node-llama-cpp@{NODE_LLAMA_CPP_VERSION} into {node_dir}", file=sys.stderr)
     # --ignore-scripts: the prebuilt binaries come with the package; its postinstall would only
     # look for a GPU toolchain to build against. --omit=optional and the x64 CPU binaries by
@@ -59,7 +64,7 @@ def pagoda_run(args, model, prompt_len, gen_len):
     if gen_len > 2:
         cmd.append("--interleave-bandwidth")
     d = run_json(cmd)
-    return {"engine": "pagoda", "prefill_tokens_per_s": d["prefill_tokens_per_s"],
+    return {"prefill_tokens_per_s": d["prefill_tokens_per_s"],
             "decode_tokens_per_s": d["decode_tokens_per_s"],
             "read_gbps": d.get("interleaved_read_bandwidth_gbps"),
             "decode_fraction_of_interleaved_bandwidth":
@@ -72,12 +77,7 @@ def read_gbps(args):
 
 def llamacpp_run(args, model, prompt_len, gen_len):
     before = read_gbps(args) if gen_len > 2 else None
-    # An ES module finds node-llama-cpp in node_modules beside it (NODE_PATH does not apply to
-    # imports): run a copy of the script there.
-    script = os.path.join(args.node_dir, "llamacpp_bench.mjs")
-    with open(os.path.join(HERE, "llamacpp", "llamacpp_bench.mjs")) as src, \
-            open(script, "w") as dst:
-        dst.write(src.read())
+    script = os.path.join(args.node_dir, "llamacpp_bench.mjs")  # install()'s copy
     d = run_json(["node", script, "--model", model, "--prompt-len", str(prompt_len),
                   "--gen-len", str(gen_len)])
     after = read_gbps(args) if gen_len > 2 else None

@@ -41,10 +41,11 @@ constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
 // 4 KiB page), and the hardware prefetcher stops at every page and is slow to start again: so
 // each tile prefetches, at the byte it is at, the rows of the tile kFpTilesAhead tiles on (rows
 // past the matrix are prefetched harmlessly). On a 17-26 GB/s host (bench model medium F16 /
-// BF16 decode, fraction of the interleaved read bandwidth) none gave 0.74-0.76 / 0.78-0.83 and
-// 1, 2, 4 tiles 0.92-0.97. On a Zen 5 host reading 55-75 GB/s, with the weights in huge pages
-// (PackedWeights) and two chains per row (TileFp512), `bench verify --tokens 1` F16 steps took
-// 36.0-38.7 ms with 8 tiles, 36.5-38.8 with 16, 37.4-39.4 with 32 and 40-48 with 2.
+// BF16 decode, fraction of the interleaved read bandwidth): none 0.74-0.76 / 0.78-0.83; 1 tile
+// ahead 0.92-0.95 / 0.98-0.99; 2 tiles 0.93-0.97 / 0.975-0.986; 4: 0.91 / 0.96-0.97. On a Zen 5
+// host reading 55-75 GB/s, with the F16 weights in huge pages (PackedWeights) and a four-chain
+// trial of TileFp512, `bench verify --tokens 1` F16 steps took 36.0-38.7 ms with 8 tiles,
+// 36.5-38.8 with 16, 37.4-39.4 with 32 and 40-48 with 2.
 constexpr int kFpTilesAhead = 8;
 
 template <int R>
@@ -209,15 +210,15 @@ PAGODA_MM_AVX512 inline void StepFp512(const uint8_t* w, int64_t ws, const float
 // with its chains interleaved over one sequential pass, so a token's result does not depend on
 // its batch (below the int16 / bf16 batch paths of matmul.h). Two chains for the 16-bit formats:
 // one chain is bound by the FMA latency (16 columns per 4 cycles), which on two Zen 5 cores read
-// 66-70 GB/s of F16 weights even from cache, no faster than DRAM; two read 105-130 GB/s
+// 66-77 GB/s of F16 weights even from cache, no faster than DRAM; two read 105-133 GB/s
 // (pagoda_bench_matmul batch 1, gate_up / down). F32 weights bring twice the bytes per FMA, and
-// their batches lost 30-40% with the smaller tiles that two chains need, so they keep one.
+// their batches of 16 / 512 took 30-60% longer with the smaller tiles that two chains need, so
+// they keep one.
 template <Wf F>
 inline constexpr int kFpChains = F == Wf::kF32 ? 1 : 2;
 // Tiles of up to kFpTileRows x kFpTileTokens: kFpChains x R x T accumulators, R weight vectors
 // and one activation vector in the 32 zmm registers.
-template <Wf F>
-inline constexpr int kFpTileRows = 4;
+constexpr int kFpTileRows = 4;
 template <Wf F>
 inline constexpr int kFpTileTokens = kFpChains<F> == 1 ? 4 : 3;
 
@@ -264,7 +265,7 @@ PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, in
 template <Wf F>
 PAGODA_MM_AVX512 void BlockFp512(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                  int64_t t0, int64_t nt, float* y, int64_t ldy) {
-  ForEachTile<kFpTileRows<F>, kFpTileTokens<F>>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
+  ForEachTile<kFpTileRows, kFpTileTokens<F>>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
     TileFp512<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy);
   });
 }
