@@ -19,8 +19,8 @@ namespace pagoda {
 
 struct WeightView {
   GgmlType type = GgmlType::kF32;
-  // Not owned: the rows in the model file mapping (or, for F32 / F16 / BF16 matrices, in the
-  // CPU backend's load-time huge-page copy of them, cpu::PackedWeights).
+  // Not owned: the rows in the model file mapping (or, for F16 matrices, in the CPU backend's
+  // load-time huge-page copy of them, cpu::PackedWeights).
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;

@@ -29,7 +29,7 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
       ->check(CLI::IsMember({"exact", "int16", "bf16"}));
   cmd->add_option("--pack-weights", flags->pack_weights,
                   "Copy the matrices at load into the layout their SIMD kernels read fastest "
-                  "(float types: as they are, into huge pages): on | off (default: the config's "
+                  "(F16: as they are, into huge pages): on | off (default: the config's "
                   "backend.pack_weights, on)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--batch-invariant", flags->batch_invariant,

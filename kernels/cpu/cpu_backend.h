@@ -10,7 +10,7 @@
 // Weights are the model's (mmap'd, in their file type); the model must outlive the backend. With
 // options.pack_weights (default) the matrices of every block-quantized type also get a
 // packed copy (packed_weights.h) that the SIMD matmul kernels read, and the float matrices a
-// copy in huge pages.
+// copy in huge pages (F16).
 // Every kernel (matmul and both attention kernels) runs at the one SIMD level cap of the options;
 // capabilities().kernels names the level in use.
 #pragma once
@@ -62,7 +62,7 @@ struct CpuBackendOptions {
   mm::F16Matmul f16_matmul = mm::kDefaultF16Matmul;
   // Copy the matrices of every block-quantized type at load into the packed layout their SIMD
   // kernels read faster (decode, up to 3x; Q8_0: about 7%, and batch invariance for free), and
-  // the F32 / F16 / BF16 matrices as they are into huge pages (F16 decode ~20% faster); costs
+  // the F16 matrices as they are into huge pages (F16 decode ~20% faster); costs
   // as much memory again as those matrices. YAML `backend.pack_weights`.
   bool pack_weights = true;
   // On: a sequence's logits are bit for bit the same whichever sequences share its steps,

@@ -22,12 +22,14 @@ uint8_t* PackedWeights::Allocate(int64_t bytes) {
   return p;
 }
 
-// Float matrices keep their layout: the copy only moves them off the file mapping's 4 KiB pages.
-// bench verify --tokens 1 on a Zen 5 host (F16 medium model, interleaved, 55-75 GB/s): 36.0-38.7
-// ms a step from the copy, 46.8-50.4 ms from the mapping.
+// F16 matrices keep their layout: the copy only moves them off the file mapping's 4 KiB pages.
+// bench verify --tokens 1 on a Zen 5 host (F16 medium model, interleaved, 55-75 GB/s, a
+// four-chain trial of the GEMV): 36.0-38.7 ms a step from the copy, 46.8-50.4 ms from the
+// mapping. BF16 (its vdpbf16ps kernel) ran slower from such a copy (--pack-weights on / off:
+// 58.8 / 43.2, 57.9 / 45.8, 55.9 / 44.5 ms), and F32 was not measured: both stay mapped.
 void PackedWeights::PackView(WeightView& view, SimdLevel level) {
   if (view.data == nullptr || view.rows <= 0) return;
-  if (view.type == GgmlType::kF32 || view.type == GgmlType::kF16 || view.type == GgmlType::kBF16) {
+  if (view.type == GgmlType::kF16) {
     const int64_t bytes = view.rows * view.row_bytes;
     uint8_t* p = Allocate(bytes);
     std::memcpy(p, view.data, static_cast<size_t>(bytes));
