@@ -518,64 +518,133 @@ PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const int32_t* sta
 // ahead and every other line ran at 0.85-0.86 of the read bandwidth as the file rows did; 8
 // blocks ahead and every line at 0.92-0.93.
 inline constexpr int64_t kQ8GroupPrefetch = 8 * kQ8GroupBlockBytes;
+// Batches of more than kQ8PackedGemvTokens tokens take tiles of kQ8PackedTileGroups groups x
+// kQ8PackedTileTokens tokens (each broadcast feeds 2 vpdpbusd, not 1), and the tiles of up to
+// kQ8PackedSpanTokens tokens take turns over spans of kQ8PackedSpanBlocks blocks (17 KiB of
+// weights, still in L1 for the span's later tiles). pagoda_bench_matmul Q8_0, GFLOP/s with one
+// group x 12 tokens per pass / these, 4 interleaved runs: gate_up 5632 x 2048, 32 tokens 759-893
+// / 866-1034, 512: 768-871 / 862-966; down 2048 x 5632, 32: 751-899 / 930-1057, 512: 679-786 /
+// 810-941 (2 x 4 tiles in spans of 32 tokens: down no faster than before; 3 x 4 between).
+// bench model medium32k-q8_0 --prompt-len 512, prefill tok/s, 3 interleaved runs: 265, 270, 327
+// / 315, 333, 346. Steps of 16 tokens and fewer keep one group per pass: at 16 from DRAM neither
+// the tiles nor the spans nor any prefetch distance (2-32 blocks, into L1 or L2) changed the time
+// of a step (bench verify --batch 16 medium32k-q8_0: 55-73 ms for all), and from 9 tokens the
+// tiles were no faster there.
+inline constexpr int64_t kQ8PackedGemvTokens = 16;
+inline constexpr int kQ8PackedTileGroups = 2;
+inline constexpr int kQ8PackedTileTokens = 6;
+inline constexpr int64_t kQ8PackedSpanTokens = 24;
+inline constexpr int64_t kQ8PackedSpanBlocks = 16;
+static_assert(kQ8PackedMaxTokens <= kQ8PackedSpanTokens);  // the one-group passes' sums fit
 
 // The 4 codes 4k..4k+3 of block b in a kQ8Vec token row (block pairs interleaved by 4 bytes).
 inline const int8_t* Q8VecCodes(const int8_t* xq, int64_t b, int k) {
   return xq + 64 * (b >> 1) + 4 * (b & 1) + 8 * k;
 }
 
-template <int T>
-PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t t0, float* y,
-                                int64_t ldy, int64_t nr) {
-  const int64_t nb = a.cols / 32, nbx = a.ld / 32;
-  __m512 acc[T];
-  PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = g + b * kQ8GroupBlockBytes;
-    PAGODA_UNROLL for (int k = 0; k < 9; ++k) {  // every line of the block 8 ahead
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + kQ8GroupPrefetch + 64 * k, _MM_HINT_T0);
+// R groups (gs bytes apart) x T tokens over blocks [b0, b1): each broadcast of 4 activation
+// bytes feeds R vpdpbusd and each weight vector T. acc: the fp32 sums carried between block
+// ranges, (group r, token t) at acc[t * kQ8PackedTileGroups + r].
+template <int R, int T>
+PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, int64_t gs, const Activations& a, int64_t t0,
+                                int64_t b0, int64_t b1, float* acc_io) {
+  const int64_t nbx = a.ld / 32;
+  __m512 acc[R][T];
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] =
+        _mm512_load_ps(acc_io + 16 * (t * kQ8PackedTileGroups + r));
+  }
+  // Two int32 chains per (group, token) hide vpdpbusd's latency for few of them; from 4 the
+  // others do. Exact either way.
+  constexpr int kChains = R * T < 4 ? 2 : 1;
+  for (int64_t b = b0; b < b1; ++b) {
+    __m512 wd[R];
+    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = g + r * gs + b * kQ8GroupBlockBytes;
+      PAGODA_UNROLL for (int k = 0; k < 9; ++k) {  // every line of the block 8 ahead
+        _mm_prefetch(reinterpret_cast<const char*>(blk) + kQ8GroupPrefetch + 64 * k, _MM_HINT_T0);
+      }
+      wd[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
     }
-    const __m512 wd =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
-    // Two int32 chains per token hide vpdpbusd's latency for few tokens; from 4 the tokens do
-    // (and 12 tokens' accumulators leave no registers for a second chain). Exact either way.
-    constexpr int kChains = T < 4 ? 2 : 1;
-    __m512i dot[T][kChains];
+    __m512i dot[R][T][kChains];
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      dot[t][0] = _mm512_slli_epi32(_mm512_set1_epi32(a.xc[(t0 + t) * nbx + b]), 3);
-      if constexpr (kChains == 2) dot[t][kChains - 1] = _mm512_setzero_si512();
+      const __m512i start = _mm512_slli_epi32(_mm512_set1_epi32(a.xc[(t0 + t) * nbx + b]), 3);
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+        dot[r][t][0] = start;
+        if constexpr (kChains == 2) dot[r][t][kChains - 1] = _mm512_setzero_si512();
+      }
     }
     PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
-      const __m512i wv = _mm512_loadu_si512(blk + 64 * k);
+      __m512i wv[R];
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+        wv[r] = _mm512_loadu_si512(g + r * gs + b * kQ8GroupBlockBytes + 64 * k);
+      }
       PAGODA_UNROLL for (int t = 0; t < T; ++t) {
         int32_t four;
         std::memcpy(&four, Q8VecCodes(a.xq + (t0 + t) * a.ld, b, k), 4);
-        __m512i& d = dot[t][k % kChains];
-        d = _mm512_dpbusd_epi32(d, wv, _mm512_set1_epi32(four));
+        const __m512i x4 = _mm512_set1_epi32(four);
+        PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+          __m512i& d = dot[r][t][k % kChains];
+          d = _mm512_dpbusd_epi32(d, wv[r], x4);
+        }
       }
     }
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const __m512 xd = _mm512_set1_ps(a.xd[(t0 + t) * nbx + b]);
-      const __m512i isum =
-          kChains == 2 ? _mm512_add_epi32(dot[t][0], dot[t][kChains - 1]) : dot[t][0];
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd), acc[t]);
+      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+        const __m512i isum =
+            kChains == 2 ? _mm512_add_epi32(dot[r][t][0], dot[r][t][kChains - 1]) : dot[r][t][0];
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd[r]), acc[r][t]);
+      }
     }
   }
-  const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
-  PAGODA_UNROLL for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows, acc[t]);
+  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      _mm512_store_ps(acc_io + 16 * (t * kQ8PackedTileGroups + r), acc[r][t]);
+    }
+  }
 }
 
 // Row r of a group is row 16 * group + r; ws is the packed bytes per row (groups are 16 * ws).
+// Up to kQ8PackedGemvTokens tokens the groups go one at a time (one weight stream, as DRAM
+// prefers), every token in one pass; with more, kQ8PackedTileGroups groups x
+// kQ8PackedTileTokens tokens per pass, and the passes of up to kQ8PackedSpanTokens tokens take
+// turns over spans of kQ8PackedSpanBlocks blocks, so the weights come from DRAM once (the first
+// pass of a span) while the other passes compute from L1.
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
-  for (int64_t r = 0; r < nr; r += 16) {
-    for (int64_t t = 0; t < nt; t += kQ8PackedMaxTokens) {
-      ForTile<1, kQ8PackedMaxTokens>(1, std::min<int64_t>(kQ8PackedMaxTokens, nt - t),
-                                     [&]<int R, int T>() {
-                                       GroupQ8Rows<T>(w + r * ws, a, t0 + t, y + t * ldy + r, ldy,
-                                                      std::min<int64_t>(16, nr - r));
-                                     });
+  const int64_t groups = (nr + 15) / 16, gs = 16 * ws, nb = a.cols / 32;
+  const auto run = [&]<int MaxR, int MaxT>(int64_t span_tokens, int64_t span_blocks) {
+    alignas(64) float acc[kQ8PackedSpanTokens * kQ8PackedTileGroups * 16];
+    for (int64_t g = 0; g < groups; g += MaxR) {
+      const int64_t rr = std::min<int64_t>(MaxR, groups - g);
+      for (int64_t ts = 0; ts < nt; ts += span_tokens) {
+        const int64_t ns = std::min(span_tokens, nt - ts);
+        std::fill_n(acc, ns * kQ8PackedTileGroups * 16, 0.0f);
+        for (int64_t b0 = 0; b0 < nb; b0 += span_blocks) {
+          const int64_t b1 = std::min(nb, b0 + span_blocks);
+          for (int64_t t = 0; t < ns; t += MaxT) {
+            ForTile<MaxR, MaxT>(rr, std::min<int64_t>(MaxT, ns - t), [&]<int R, int T>() {
+              GroupQ8Rows<R, T>(w + g * gs, gs, a, t0 + ts + t, b0, b1,
+                                acc + 16 * t * kQ8PackedTileGroups);
+            });
+          }
+        }
+        for (int64_t r = 0; r < rr; ++r) {
+          const int64_t rows = std::min<int64_t>(16, nr - 16 * (g + r));
+          for (int64_t t = 0; t < ns; ++t) {
+            std::copy_n(acc + 16 * (t * kQ8PackedTileGroups + r), rows,
+                        y + (ts + t) * ldy + 16 * (g + r));
+          }
+        }
+      }
     }
+  };
+  if (nt <= kQ8PackedGemvTokens) {
+    run.template operator()<1, kQ8PackedMaxTokens>(kQ8PackedMaxTokens, nb);
+  } else {
+    run.template operator()<kQ8PackedTileGroups, kQ8PackedTileTokens>(kQ8PackedSpanTokens,
+                                                                      kQ8PackedSpanBlocks);
   }
 }
 
