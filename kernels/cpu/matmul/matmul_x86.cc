@@ -47,6 +47,16 @@ constexpr int64_t kQ8Bytes = 34;  // Q8_0 block: fp16 scale + 32 int8
 // trial of TileFp512, `bench verify --tokens 1` F16 steps took 36.0-38.7 ms with 8 tiles,
 // 36.5-38.8 with 16, 37.4-39.4 with 32 and 40-48 with 2.
 constexpr int kFpTilesAhead = 8;
+// Calls of more than kPrefetchAllTokens tokens prefetch only in their first token pass (of the
+// first token chunk): the later passes over a row tile read it from cache, and their prefetches
+// of the rows 8 tiles ahead can push the tile's rows and activations out of L1.
+// pagoda_bench_matmul 512 tokens, GFLOP/s every pass / first pass only, 3-4 interleaved runs:
+// BF16 (avx512bf16) gate_up 5632 x 2048 328-364 / 385-430, q_o 2048 x 2048 284-394 / 340-417,
+// down 2048 x 5632 283-369 / 258-379 (no clear change); F32 gate_up 117-142 / 167-177, down
+// 112-139 / 109-130. bench model medium32k-bf16 --prompt-len 512: prefill 137, 143, 162 / 157,
+// 151, 173 tok/s. Up to 16 tokens (decode and verification steps, weights from DRAM) every pass
+// still prefetches: F16 steps of 4-9 tokens looked 8-10% longer without (bench verify, noisy).
+constexpr int64_t kPrefetchAllTokens = 16;
 
 template <int R>
 inline void PrefetchTileRows(const uint8_t* w, int64_t ws, int64_t byte) {
@@ -102,7 +112,7 @@ PAGODA_MM_AVX2 inline float Sum8(__m256 v) {
 // Vector part over cols rounded down to 8, then the remaining columns in scalar.
 template <Wf F, int R, int T>
 PAGODA_MM_AVX2 void TileFp256(const uint8_t* w, int64_t ws, const float* x, int64_t cols, float* y,
-                              int64_t ldy) {
+                              int64_t ldy, bool prefetch) {
   __m256 acc[R][T];
   PAGODA_UNROLL for (int r = 0; r < R; ++r) {
     PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -110,7 +120,7 @@ PAGODA_MM_AVX2 void TileFp256(const uint8_t* w, int64_t ws, const float* x, int6
   const int64_t c8 = cols / 8 * 8;
   constexpr int64_t kBytes = F == Wf::kF32 ? 4 : 2;
   for (int64_t c = 0; c < c8; c += 8) {
-    if ((c * kBytes) % 64 == 0) PrefetchTileRows<R>(w, ws, c * kBytes);
+    if (prefetch && (c * kBytes) % 64 == 0) PrefetchTileRows<R>(w, ws, c * kBytes);
     __m256 wv[R];
     PAGODA_UNROLL for (int r = 0; r < R; ++r) wv[r] = LoadW8<F>(w + r * ws, c);
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
@@ -131,7 +141,8 @@ template <Wf F>
 PAGODA_MM_AVX2 void BlockFp256(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                int64_t t0, int64_t nt, float* y, int64_t ldy) {
   ForEachTile<4, 2>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
-    TileFp256<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy);
+    TileFp256<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy,
+                       nt <= kPrefetchAllTokens || t0 + t == 0);
   });
 }
 
@@ -224,7 +235,7 @@ inline constexpr int kFpTileTokens = kFpChains<F> == 1 ? 4 : 3;
 
 template <Wf F, int R, int T>
 PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, int64_t cols,
-                                float* y, int64_t ldy) {
+                                float* y, int64_t ldy, bool prefetch) {
   constexpr int J = kFpChains<F>;
   constexpr int64_t kBytes = F == Wf::kF32 ? 4 : 2;
   __m512 acc[J][R][T];
@@ -235,8 +246,10 @@ PAGODA_MM_AVX512 void TileFp512(const uint8_t* w, int64_t ws, const float* x, in
   }
   const int64_t n16 = cols / 16, full = n16 / J * J;
   for (int64_t v = 0; v < full; v += J) {
-    PAGODA_UNROLL for (int64_t b = 0; b < 16 * J * kBytes; b += 64) {
-      PrefetchTileRows<R>(w, ws, v * 16 * kBytes + b);
+    if (prefetch) {
+      PAGODA_UNROLL for (int64_t b = 0; b < 16 * J * kBytes; b += 64) {
+        PrefetchTileRows<R>(w, ws, v * 16 * kBytes + b);
+      }
     }
     PAGODA_UNROLL for (int j = 0; j < J; ++j) {
       StepFp512<F, R, T>(w, ws, x, cols, (v + j) * 16, 0xffff, acc[j]);
@@ -266,7 +279,8 @@ template <Wf F>
 PAGODA_MM_AVX512 void BlockFp512(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                  int64_t t0, int64_t nt, float* y, int64_t ldy) {
   ForEachTile<kFpTileRows, kFpTileTokens<F>>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
-    TileFp512<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy);
+    TileFp512<F, R, T>(w + r * ws, ws, a.x + (t0 + t) * a.cols, a.cols, y + t * ldy + r, ldy,
+                       nt <= kPrefetchAllTokens || t0 + t == 0);
   });
 }
 
@@ -685,7 +699,7 @@ PAGODA_MM_BF16 inline void StepBf16(const uint8_t* w, int64_t ws, const uint16_t
 
 template <int R, int T>
 PAGODA_MM_BF16 void TileBf16Dp(const uint8_t* w, int64_t ws, const Activations& a, int64_t t0,
-                               float* y, int64_t ldy) {
+                               float* y, int64_t ldy, bool prefetch) {
   __m512 acc[R][T];
   PAGODA_UNROLL for (int r = 0; r < R; ++r) {
     PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -693,7 +707,7 @@ PAGODA_MM_BF16 void TileBf16Dp(const uint8_t* w, int64_t ws, const Activations& 
   const uint16_t* xb = a.xb + t0 * a.ld;
   const int64_t c32 = a.cols / 32 * 32;
   for (int64_t c = 0; c < c32; c += 32) {
-    PrefetchTileRows<R>(w, ws, 2 * c);
+    if (prefetch) PrefetchTileRows<R>(w, ws, 2 * c);
     StepBf16<R, T>(w, ws, xb, a.ld, c, ~0u, acc);
   }
   if (c32 < a.cols) {
@@ -706,7 +720,8 @@ PAGODA_MM_BF16 void TileBf16Dp(const uint8_t* w, int64_t ws, const Activations& 
 PAGODA_MM_BF16 void BlockBf16Dp(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                 int64_t t0, int64_t nt, float* y, int64_t ldy) {
   ForEachTile<4, 4>(nr, nt, [&]<int R, int T>(int64_t r, int64_t t) {
-    TileBf16Dp<R, T>(w + r * ws, ws, a, t0 + t, y + t * ldy + r, ldy);
+    TileBf16Dp<R, T>(w + r * ws, ws, a, t0 + t, y + t * ldy + r, ldy,
+                     nt <= kPrefetchAllTokens || t0 + t == 0);
   });
 }
 
