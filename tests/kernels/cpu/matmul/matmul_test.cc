@@ -356,6 +356,29 @@ TEST_P(MatMulTest, BatchInvariantPlansDoNotDependOnTheBatch) {
   }
 }
 
+// A GEMV whose row tiles are 16 rows or more (the packed GEMVs reduce 16 rows together) gives bit
+// for bit what the same tokens get in a batch-invariant batch (each (row, token) reduced alone).
+TEST_P(MatMulTest, GemvOfWholeRowGroupsMatchesTheBatch) {
+  const auto [type, level] = GetParam();
+  const MatMulOptions options{level, kDefaultF16Matmul, /*batch_invariant=*/true};
+  const int64_t rows = 8 * 20 - 3, cols = IsKQuant(type) ? 1024 : 608, n = 3;  // tiles of 20
+  for (bool pack : {false, true}) {
+    if (pack && !CanPackRows(type)) continue;
+    Matrix m = RandomMatrix(type, rows, cols, 91);
+    if (pack) m.Pack();
+    const std::vector<float> x = RandomActivations(n, cols, 92);
+    std::vector<float> batch(static_cast<size_t>(n * rows)), alone(static_cast<size_t>(rows));
+    MatMul(m.view(), x.data(), n, batch.data(), options);
+    for (int64_t t = 0; t < n; ++t) {
+      MatMul(m.view(), x.data() + t * cols, 1, alone.data(), options);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(alone[r], batch[t * rows + r])
+            << "token " << t << " row " << r << " packed " << pack;
+      }
+    }
+  }
+}
+
 // Many token chunks and row tiles (large n and rows), checked on a sample of outputs.
 TEST_P(MatMulTest, LargeBatchManyTiles) {
   const auto [type, level] = GetParam();
