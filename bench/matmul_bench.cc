@@ -11,11 +11,11 @@
 // rows (every block-quantized type) are packed as the CPU backend packs them unless
 // PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way.
 // Those matrices stay in the last-level cache between calls. BM_MatMulDram reads from DRAM, as
-// decode does: batch 1 against copies of gate_up laid end to end (at least 256 MiB, 8 copies),
-// either as one tall matrix in one call (`one_call`: the kernel's streaming rate) or one copy per
-// call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's 90-110
-// calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
-// Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
+// decode does: batch 1 and 16 (batched decode) against copies of gate_up laid end to end (at
+// least 256 MiB, 8 copies), either as one tall matrix in one call (`one_call`: the kernel's
+// streaming rate) or one copy per call in turn (`per_call`: with each call's start-up, tail and
+// join, as a decode step's 90-110 calls pay them). Compare W_GB/s with `pagoda bench limits`' read
+// bandwidth of the same minutes. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
@@ -173,6 +173,7 @@ const DramWeights& GetDramWeights(const Weights& w) {
 }
 
 void BM_MatMulDram(benchmark::State& state, GgmlType type, bool one_call, MatMulOptions options) {
+  const int64_t batch = state.range(0);
   const Shape& shape = kShapes[1];  // gate_up
   const Weights& w = GetWeights(type, shape);
   const DramWeights& d = GetDramWeights(w);
@@ -184,14 +185,14 @@ void BM_MatMulDram(benchmark::State& state, GgmlType type, bool one_call, MatMul
     if (one_call) v.rows = shape.rows * static_cast<int64_t>(d.copies);
     views.push_back(v);
   }
-  std::vector<float> x(static_cast<size_t>(shape.cols));
+  std::vector<float> x(static_cast<size_t>(shape.cols * batch));
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (float& v : x) v = normal(rng);
-  std::vector<float> y(static_cast<size_t>(views.front().rows));
+  std::vector<float> y(static_cast<size_t>(views.front().rows * batch));
   size_t next = 0;
   for (auto _ : state) {
-    MatMul(views[next], x.data(), 1, y.data(), options);
+    MatMul(views[next], x.data(), batch, y.data(), options);
     next = (next + 1) % views.size();
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -199,6 +200,9 @@ void BM_MatMulDram(benchmark::State& state, GgmlType type, bool one_call, MatMul
   const double bytes =
       static_cast<double>(views.front().row_bytes * views.front().rows) * state.iterations();
   state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  const double flops = 2.0 * static_cast<double>(views.front().rows) * shape.cols * batch *
+                       static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(KernelName(type, EffectiveSimdLevel(options), w.view.packed != nullptr));
 }
 
@@ -208,6 +212,9 @@ void RegisterAll(const MatMulOptions& options) {
       const std::string name = std::string("BM_MatMulDram/") + TypeName(type) + "/gate_up_" +
                                (one_call ? "one_call" : "per_call");
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMulDram, type, one_call, options)
+          ->Arg(1)
+          ->Arg(16)
+          ->ArgName("batch")
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.5)
           ->UseRealTime();

@@ -121,6 +121,9 @@ struct PreparedActivations {
   std::vector<float> xd;
   std::vector<float> xs;
   std::vector<int32_t> xc;  // kQ8Vec
+  std::vector<int8_t> xg;   // kQ8Vec token groups (kQ8GroupedMinTokens+)
+  std::vector<int32_t> xgc;
+  std::vector<float> xgd;
   std::vector<uint8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
   std::vector<float> xpd;
   std::vector<int16_t> xi;    // kI16
@@ -153,6 +156,24 @@ void PackLanes(PreparedActivations& p, int64_t n, int64_t g) {
   }
 }
 
+// kQ8Vec with kQ8GroupedMinTokens+ tokens: copies token group g (tokens 16g.. below n) from the
+// token rows into the group layout (matmul_kernels.h xg, xgc, xgd).
+void GroupTokens(PreparedActivations& p, int64_t n, int64_t g) {
+  const int64_t nbx = p.view.ld / kQ8Block, ld = p.view.ld;
+  for (int64_t l = 0; l < 16 && 16 * g + l < n; ++l) {
+    const int64_t t = 16 * g + l;
+    const int8_t* xq = p.xq.data() + t * ld;
+    for (int64_t b = 0; b < nbx; ++b) {
+      int8_t* dst = p.xg.data() + (g * nbx + b) * 512 + 4 * l;
+      // kQ8Vec's codes 4k..4k+3 of block b (block pairs interleaved by 4 bytes).
+      const int8_t* src = xq + 64 * (b / 2) + 4 * (b % 2);
+      for (int64_t k = 0; k < 8; ++k) std::memcpy(dst + 64 * k, src + 8 * k, 4);
+      p.xgc[(g * nbx + b) * 16 + l] = 8 * p.xc[t * nbx + b];
+      p.xgd[(g * nbx + b) * 16 + l] = p.xd[t * nbx + b];
+    }
+  }
+}
+
 // Sizes p's buffers for n tokens (they only grow) and sets the view's row stride.
 void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) {
   if (format == ActFormat::kBf16) {
@@ -174,6 +195,12 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.view.ld = (cols + unit - 1) / unit * unit;
     if (format == ActFormat::kQ8Vec || format == ActFormat::kQ8Amx) {
       p.xc.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
+    }
+    if (format == ActFormat::kQ8Vec && n >= internal::kQ8GroupedMinTokens) {
+      const int64_t groups = (n + 15) / 16;
+      p.xg.resize(static_cast<size_t>(groups * 16 * p.view.ld));
+      p.xgc.resize(static_cast<size_t>(groups * 16 * p.view.ld / kQ8Block));
+      p.xgd.resize(static_cast<size_t>(groups * 16 * p.view.ld / kQ8Block));
     }
     p.xq.resize(static_cast<size_t>(n * p.view.ld));
     p.xd.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
@@ -233,6 +260,13 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
   if (format == ActFormat::kQ8Lanes) {
     tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { PackLanes(p, n, g); });
   }
+  const bool grouped = format == ActFormat::kQ8Vec && n >= internal::kQ8GroupedMinTokens;
+  if (grouped) {
+    tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { GroupTokens(p, n, g); });
+  }
+  p.view.xg = grouped ? p.xg.data() : nullptr;
+  p.view.xgc = grouped ? p.xgc.data() : nullptr;
+  p.view.xgd = grouped ? p.xgd.data() : nullptr;
   p.view.xp = p.xp.data();
   p.view.xpd = p.xpd.data();
   p.view.xb = p.xb.data();
@@ -311,11 +345,11 @@ int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
 // (exact int8 products, 11 instructions per 512 of them, but a whole group of 16 tokens' work).
 // Below it the row kernel (RowQ8Vec, up to 8 tokens per pass): a medium-model step of 8 tokens
 // took 52.3 ms there against 62.3 ms for 9 by lanes (bench verify, read bandwidth 48.5 GB/s).
-// From packed rows (X86Q8PackedKernel) one weight pass serves up to kQ8PackedMaxTokens tokens,
-// so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9 tokens took 1.58x
-// and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18 GB/s). Beyond
-// that they still win below AMX, one pass per kQ8PackedMaxTokens tokens over row groups that
-// stay in L2, as the lanes' per-call weight sums (WeightStarts) and broadcasts cost more:
+// From packed rows (X86Q8PackedKernel) one weight pass served up to 12 tokens (since then: 8, and
+// 16 from 9 on), so they take over to there: bench verify medium32k-q8_0 -r 5, a step of 9
+// tokens took 1.58x and 1.60x the time of a 1-token step, against 3.37x and 4.19x by lanes (16-18
+// GB/s). Beyond that they still win below AMX, one pass per 12 tokens over row groups that
+// stayed in L2, as the lanes' per-call weight sums (WeightStarts) and broadcasts cost more:
 // pagoda_bench_matmul on a Zen 4 host (avx512bf16), ms lanes / packed, two runs: gate_up 5632 x
 // 2048 16 tokens 0.860 / 0.609, 0.860 / 0.560, 64: 2.53 / 2.71, 2.87 / 2.36, 512: 18.4 / 19.6,
 // 19.9 / 19.6, 2048: 76.8 / 84.2, 88.2 / 76.8; down 2048 x 5632 16: 0.789 / 0.610, 0.904 /
@@ -326,7 +360,7 @@ int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
 // 13 tokens it lost to the packed-row kernel (5 tokens: 1.12 ms against 0.53). AMX against the
 // packed rows at 16+ tokens is not measured (no AMX host since).
 constexpr int64_t kQ8LanesMinTokens = 9;
-constexpr int64_t kQ8PackedAmxMinTokens = internal::kQ8PackedMaxTokens + 1;
+constexpr int64_t kQ8PackedAmxMinTokens = 13;
 
 // F16 with this many tokens and more follows MatMulOptions::f16. Below it the per-call tile
 // conversion costs more than the faster products gain (int16, gate_up 5632 x 2048 with

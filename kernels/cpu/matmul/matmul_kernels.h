@@ -13,6 +13,13 @@
 //          xc int32 [n][ld / 32]              -16 * the sum of the block's codes: the start
 //                                             value of each of its 8 int32 lanes that removes a
 //                                             +128 weight bias (8 * 16 = 128)
+//          and, for n >= kQ8GroupedMinTokens, the same in token groups of 16 (tokens 16 g + l, l <
+//          16; a partial last group's missing lanes unset and never read), nbx = ld / 32: xg int8
+//          [group][nbx][8 k][16 l][4]    codes 4k..4k+3 of the token's block (natural
+//                                                block order)
+//          xgc int32 [group][nbx][16 l]           8 * xc: the block's whole start value
+//          xgd fp32 [group][nbx][16 l]            its scale xd
+//          so a kernel reads any of a group's tokens at fixed offsets from one pointer
 //   kQ8K:  xq int8 [n][ld]                   (ld = cols, a multiple of 256: the K-quant rows)
 //          xd fp32 [n][cols / 256]           one scale per 256 (d = amax / 127)
 //          xs fp32 [n][cols / 16]            xs[t][g] = xd[t][g / 16] * sum of xq[t][16g..16g+16)
@@ -114,6 +121,9 @@ struct Activations {
   const float* xd = nullptr;
   const float* xs = nullptr;      // kQ8K / kQ8KQ4 / kQ8X16 only
   const int32_t* xc = nullptr;    // kQ8Vec, kQ8Amx only
+  const int8_t* xg = nullptr;     // kQ8Vec token groups (kQ8GroupedMinTokens+) only
+  const int32_t* xgc = nullptr;   // kQ8Vec token groups only
+  const float* xgd = nullptr;     // kQ8Vec token groups only
   const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
   const int16_t* xi = nullptr;    // kI16 only
@@ -146,11 +156,12 @@ ToBf16Fn X86Bf16Converter(GgmlType type);
 // t0 to be a multiple of 16.
 Kernel X86Q8LanesKernel();
 // The AVX512-VNNI Q8_0 kernel for packed rows (the Q8_0 layout above; w_stride = PackedRowBytes,
-// a group starting every 16 rows) x kQ8Vec activations, up to kQ8PackedMaxTokens tokens a pass:
-// bit for bit the token-lane kernel's outputs. kQ8GroupBlockBytes: one block of a group (the
-// file's 16 x 34 bytes, rearranged).
+// a group starting every 16 rows) x kQ8Vec activations, any number of tokens (from
+// kQ8GroupedMinTokens on it reads kQ8Vec's token groups, which Prepare builds from there): bit for
+// bit the token-lane kernel's outputs. kQ8GroupBlockBytes: one block of a group (the file's
+// 16 x 34 bytes, rearranged).
 inline constexpr int64_t kQ8GroupBlockBytes = 8 * 64 + 32;
-inline constexpr int kQ8PackedMaxTokens = 12;
+inline constexpr int64_t kQ8GroupedMinTokens = 9;
 Kernel X86Q8PackedKernel();
 // The AMX Q8_0 kernel: packed rows (as X86Q8PackedKernel's) x kQ8Amx activations, any number
 // of tokens, bit for bit the token-lane and packed-row kernels' outputs. Only called at

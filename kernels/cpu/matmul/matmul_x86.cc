@@ -526,139 +526,165 @@ PAGODA_MM_VNNI void TileQ8Lanes(const uint8_t* w, int64_t ws, const int32_t* sta
 // codes biased to w + 128 against 4 signed activation bytes broadcast from memory), the start
 // 8 * xc = -128 * sum(x) (kQ8Vec) removing the bias. Each (row, token) then takes
 // acc = fma(float(isum_b), xd_b * wd_b, acc) block after block: TileQ8Lanes's chain with the
-// same operands, so for up to kQ8PackedMaxTokens tokens here and more there every output is the
-// same bit for bit.
+// same operands, so for any number of tokens here and there every output is the same bit for
+// bit.
 // Prefetch distance, chosen with bench model (--pack-weights off/on, interleaved): 4 blocks
 // ahead and every other line ran at 0.85-0.86 of the read bandwidth as the file rows did; 8
 // blocks ahead and every line at 0.92-0.93.
 inline constexpr int64_t kQ8GroupPrefetch = 8 * kQ8GroupBlockBytes;
-// Batches of more than kQ8PackedGemvTokens tokens take tiles of kQ8PackedTileGroups groups x
-// kQ8PackedTileTokens tokens (each broadcast feeds 2 vpdpbusd, not 1), and the tiles of up to
-// kQ8PackedSpanTokens tokens take turns over spans of kQ8PackedSpanBlocks blocks (17 KiB of
-// weights, still in L1 for the span's later tiles). pagoda_bench_matmul Q8_0, GFLOP/s with one
-// group x 12 tokens per pass / these, 4 interleaved runs: gate_up 5632 x 2048, 32 tokens 759-893
-// / 866-1034, 512: 768-871 / 862-966; down 2048 x 5632, 32: 751-899 / 930-1057, 512: 679-786 /
-// 810-941 (2 x 4 tiles in spans of 32 tokens: down no faster than before; 3 x 4 between).
-// bench model medium32k-q8_0 --prompt-len 512, prefill tok/s, 3 interleaved runs: 265, 270, 327
-// / 315, 333, 346. Steps of 16 tokens and fewer keep one group per pass: at 16 from DRAM neither
-// the tiles nor the spans nor any prefetch distance (2-32 blocks, into L1 or L2) changed the time
-// of a step (bench verify --batch 16 medium32k-q8_0: 55-73 ms for all), and from 9 tokens the
-// tiles were no faster there.
-inline constexpr int64_t kQ8PackedGemvTokens = 16;
-inline constexpr int kQ8PackedTileGroups = 2;
-inline constexpr int kQ8PackedTileTokens = 6;
-inline constexpr int64_t kQ8PackedSpanTokens = 24;
-inline constexpr int64_t kQ8PackedSpanBlocks = 16;
-static_assert(kQ8PackedMaxTokens <= kQ8PackedSpanTokens);  // the one-group passes' sums fit
+// Batches of kQ8GroupedMinTokens and more read the token groups of kQ8Vec and go by spans of
+// kQ8SpanBlocks blocks across kQ8ChunkGroups row groups at a time, in tiles of up to
+// kQ8MaxTileTokens tokens (see BlockQ8Packed).
+inline constexpr int64_t kQ8SpanBlocks = 8;
+inline constexpr int64_t kQ8ChunkGroups = 8;
+inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
 
 // The 4 codes 4k..4k+3 of block b in a kQ8Vec token row (block pairs interleaved by 4 bytes).
 inline const int8_t* Q8VecCodes(const int8_t* xq, int64_t b, int k) {
   return xq + 64 * (b >> 1) + 4 * (b & 1) + 8 * k;
 }
 
-// R groups (gs bytes apart) x T tokens over blocks [b0, b1): each broadcast of 4 activation
-// bytes feeds R vpdpbusd and each weight vector T. acc: the fp32 sums carried between block
-// ranges, (group r, token t) at acc[t * kQ8PackedTileGroups + r].
-template <int R, int T>
-PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, int64_t gs, const Activations& a, int64_t t0,
-                                int64_t b0, int64_t b1, float* acc_io) {
-  const int64_t nbx = a.ld / 32;
-  __m512 acc[R][T];
-  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[r][t] =
-        _mm512_load_ps(acc_io + 16 * (t * kQ8PackedTileGroups + r));
-  }
-  // Two int32 chains per (group, token) hide vpdpbusd's latency for few of them; from 4 the
-  // others do. Exact either way.
-  constexpr int kChains = R * T < 4 ? 2 : 1;
-  for (int64_t b = b0; b < b1; ++b) {
-    __m512 wd[R];
-    PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-      const uint8_t* blk = g + r * gs + b * kQ8GroupBlockBytes;
-      PAGODA_UNROLL for (int k = 0; k < 9; ++k) {  // every line of the block 8 ahead
-        _mm_prefetch(reinterpret_cast<const char*>(blk) + kQ8GroupPrefetch + 64 * k, _MM_HINT_T0);
-      }
-      wd[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
+// Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
+// (xg, xgc, xgd; t0 .. t0 + T - 1 within one group), every token at a fixed offset from one
+// pointer; otherwise the token rows (xq, xc, xd).
+template <bool kGrouped>
+struct Q8Tokens {
+  const Activations& a;
+  int64_t t0, nbx;
+  // Token t0's entry of block b in the groups (xg: times 32 bytes, xgc / xgd: elements).
+  int64_t Entry(int64_t b) const { return (t0 / 16 * nbx + b) * 16 + t0 % 16; }
+  // The 4 codes 4k..4k+3 of token t0 + t's block b.
+  const int8_t* Codes(int64_t b, int t, int k) const {
+    if constexpr (kGrouped) {
+      const int64_t e = Entry(b);
+      return a.xg + (e - e % 16) * 32 + 4 * (e % 16) + 64 * k + 4 * t;
+    } else {
+      return Q8VecCodes(a.xq + (t0 + t) * a.ld, b, k);
     }
-    __m512i dot[R][T][kChains];
+  }
+  PAGODA_MM_VNNI __m512i Start(int64_t b, int t) const {
+    if constexpr (kGrouped) return _mm512_set1_epi32(a.xgc[Entry(b) + t]);
+    return _mm512_slli_epi32(_mm512_set1_epi32(a.xc[(t0 + t) * nbx + b]), 3);
+  }
+  float Scale(int64_t b, int t) const {
+    if constexpr (kGrouped) return a.xgd[Entry(b) + t];
+    return a.xd[(t0 + t) * nbx + b];
+  }
+};
+
+// One group of 16 rows at g x T tokens over blocks [b0, b1): each weight vector feeds T
+// vpdpbusd, each with its token's 4 activation bytes broadcast from memory (kGrouped: as the
+// instruction's own {1to16} operand, which GCC 12 does not fold from the intrinsics). acc (16
+// floats per token): the fp32 sums carried between block ranges. pf: each block's 9 lines are
+// prefetched at pf + (b - b0) * kQ8GroupBlockBytes (nullptr: none).
+template <int T, bool kGrouped>
+PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t t0, int64_t b0,
+                                int64_t b1, float* acc_io, const uint8_t* pf) {
+  const Q8Tokens<kGrouped> x{a, t0, a.ld / 32};
+  __m512 acc[T];
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[t] = _mm512_load_ps(acc_io + 16 * t);
+  // Two int32 chains per token hide vpdpbusd's latency for few tokens; from 4 the others do.
+  // Exact either way.
+  constexpr int kChains = T < 4 ? 2 : 1;
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* blk = g + b * kQ8GroupBlockBytes;
+    if (pf != nullptr) {
+      const char* line = reinterpret_cast<const char*>(pf + (b - b0) * kQ8GroupBlockBytes);
+      PAGODA_UNROLL for (int k = 0; k < 9; ++k) _mm_prefetch(line + 64 * k, _MM_HINT_T0);
+    }
+    const __m512 wd =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
+    __m512i dot[T][kChains];
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      const __m512i start = _mm512_slli_epi32(_mm512_set1_epi32(a.xc[(t0 + t) * nbx + b]), 3);
-      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-        dot[r][t][0] = start;
-        if constexpr (kChains == 2) dot[r][t][kChains - 1] = _mm512_setzero_si512();
-      }
+      dot[t][0] = x.Start(b, t);
+      if constexpr (kChains == 2) dot[t][kChains - 1] = _mm512_setzero_si512();
     }
     PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
-      __m512i wv[R];
-      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-        wv[r] = _mm512_loadu_si512(g + r * gs + b * kQ8GroupBlockBytes + 64 * k);
-      }
+      const __m512i wv = _mm512_loadu_si512(blk + 64 * k);
       PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-        int32_t four;
-        std::memcpy(&four, Q8VecCodes(a.xq + (t0 + t) * a.ld, b, k), 4);
-        const __m512i x4 = _mm512_set1_epi32(four);
-        PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-          __m512i& d = dot[r][t][k % kChains];
-          d = _mm512_dpbusd_epi32(d, wv[r], x4);
+        __m512i& d = dot[t][k % kChains];
+        if constexpr (kGrouped) {
+          asm("vpdpbusd %[x]%{1to16%}, %[w], %[d]"
+              : [d] "+v"(d)
+              : [w] "v"(wv), [x] "m"(*reinterpret_cast<const int32_t*>(x.Codes(b, t, k))));
+        } else {
+          int32_t four;
+          std::memcpy(&four, x.Codes(b, t, k), 4);
+          d = _mm512_dpbusd_epi32(d, wv, _mm512_set1_epi32(four));
         }
       }
     }
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      const __m512 xd = _mm512_set1_ps(a.xd[(t0 + t) * nbx + b]);
-      PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-        const __m512i isum =
-            kChains == 2 ? _mm512_add_epi32(dot[r][t][0], dot[r][t][kChains - 1]) : dot[r][t][0];
-        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd[r]), acc[r][t]);
-      }
+      const __m512 xd = _mm512_set1_ps(x.Scale(b, t));
+      const __m512i isum =
+          kChains == 2 ? _mm512_add_epi32(dot[t][0], dot[t][kChains - 1]) : dot[t][0];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd), acc[t]);
     }
   }
-  PAGODA_UNROLL for (int r = 0; r < R; ++r) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      _mm512_store_ps(acc_io + 16 * (t * kQ8PackedTileGroups + r), acc[r][t]);
-    }
-  }
+  PAGODA_UNROLL for (int t = 0; t < T; ++t) _mm512_store_ps(acc_io + 16 * t, acc[t]);
 }
 
 // Row r of a group is row 16 * group + r; ws is the packed bytes per row (groups are 16 * ws).
-// Up to kQ8PackedGemvTokens tokens the groups go one at a time (one weight stream, as DRAM
-// prefers), every token in one pass; with more, kQ8PackedTileGroups groups x
-// kQ8PackedTileTokens tokens per pass, and the passes of up to kQ8PackedSpanTokens tokens take
-// turns over spans of kQ8PackedSpanBlocks blocks, so the weights come from DRAM once (the first
-// pass of a span) while the other passes compute from L1.
+// Up to kQ8MaxTileTokens tokens (the GEMV, speculative verification): the groups one at a time,
+// each in one pass (one weight stream, as DRAM prefers), prefetched kQ8GroupPrefetch ahead. More
+// tokens (t0 a multiple of 16): chunks of up to
+// kQ8ChunkGroups groups, token group by token group (16 tokens); for each span of kQ8SpanBlocks
+// blocks, every group of the chunk in turn in tiles of up to kQ8MaxTileTokens tokens, so the
+// span's activations (16 tokens: 4 KiB of codes) stay in L1 while the weights stream through;
+// the first token group's pass prefetches the next group's span (the next weights it reads).
+// Before (one group x up to 12 tokens per pass from the token rows, whose per-token pointers GCC
+// kept on the stack: some 130 scalar moves per 96 vpdpbusd), 16 tokens, interleaved runs:
+// pagoda_bench_matmul from cache GFLOP/s gate_up 774-802 / 813-845, down 769-783 / 741-875,
+// output 701-715 / 753-792; BM_MatMulDram gate_up one call 590-690 / 737-791; bench verify
+// --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6, 69.6 / 58.1, 58.6 ms.
+// Tiles of 16 tokens spilled (33 zmm), 2 groups x 6 tokens and spans of 16 blocks were no faster.
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t groups = (nr + 15) / 16, gs = 16 * ws, nb = a.cols / 32;
-  const auto run = [&]<int MaxR, int MaxT>(int64_t span_tokens, int64_t span_blocks) {
-    alignas(64) float acc[kQ8PackedSpanTokens * kQ8PackedTileGroups * 16];
-    for (int64_t g = 0; g < groups; g += MaxR) {
-      const int64_t rr = std::min<int64_t>(MaxR, groups - g);
-      for (int64_t ts = 0; ts < nt; ts += span_tokens) {
-        const int64_t ns = std::min(span_tokens, nt - ts);
-        std::fill_n(acc, ns * kQ8PackedTileGroups * 16, 0.0f);
-        for (int64_t b0 = 0; b0 < nb; b0 += span_blocks) {
-          const int64_t b1 = std::min(nb, b0 + span_blocks);
-          for (int64_t t = 0; t < ns; t += MaxT) {
-            ForTile<MaxR, MaxT>(rr, std::min<int64_t>(MaxT, ns - t), [&]<int R, int T>() {
-              GroupQ8Rows<R, T>(w + g * gs, gs, a, t0 + ts + t, b0, b1,
-                                acc + 16 * t * kQ8PackedTileGroups);
-            });
-          }
-        }
-        for (int64_t r = 0; r < rr; ++r) {
-          const int64_t rows = std::min<int64_t>(16, nr - 16 * (g + r));
-          for (int64_t t = 0; t < ns; ++t) {
-            std::copy_n(acc + 16 * (t * kQ8PackedTileGroups + r), rows,
-                        y + (ts + t) * ldy + 16 * (g + r));
+  if (nt <= kQ8MaxTileTokens) {
+    alignas(64) float acc[kQ8MaxTileTokens][16];
+    for (int64_t g = 0; g < groups; ++g) {
+      std::fill_n(acc[0], nt * 16, 0.0f);
+      const uint8_t* wg = w + g * gs;
+      ForTile<1, kQ8MaxTileTokens>(1, nt, [&]<int R, int T>() {
+        GroupQ8Rows<T, false>(wg, a, t0, 0, nb, acc[0], wg + kQ8GroupPrefetch);
+      });
+      const int64_t rows = std::min<int64_t>(16, nr - 16 * g);
+      for (int64_t t = 0; t < nt; ++t) std::copy_n(acc[t], rows, y + t * ldy + 16 * g);
+    }
+    return;
+  }
+  alignas(64) float acc[kQ8ChunkGroups][16][16];
+  for (int64_t g0 = 0; g0 < groups; g0 += kQ8ChunkGroups) {
+    const int64_t ng = std::min(kQ8ChunkGroups, groups - g0);
+    for (int64_t ts = 0; ts < nt; ts += 16) {
+      const int64_t ns = std::min<int64_t>(16, nt - ts);
+      for (int64_t g = 0; g < ng; ++g) std::fill_n(acc[g][0], ns * 16, 0.0f);
+      for (int64_t b0 = 0; b0 < nb; b0 += kQ8SpanBlocks) {
+        const int64_t b1 = std::min(nb, b0 + kQ8SpanBlocks);
+        for (int64_t g = 0; g < ng; ++g) {
+          const uint8_t* wg = w + (g0 + g) * gs;
+          // The next group's span; after the chunk's last group the first one's next span, or
+          // after the last span the next chunk's start.
+          const uint8_t* next = g + 1 < ng ? wg + gs + b0 * kQ8GroupBlockBytes
+                                : b1 < nb  ? w + g0 * gs + b1 * kQ8GroupBlockBytes
+                                           : wg + gs;
+          for (int64_t t = 0; t < ns; t += kQ8MaxTileTokens) {
+            ForTile<1, kQ8MaxTileTokens>(
+                1, std::min<int64_t>(kQ8MaxTileTokens, ns - t), [&]<int R, int T>() {
+                  GroupQ8Rows<T, true>(wg, a, t0 + ts + t, b0, b1, acc[g][t],
+                                       ts == 0 && t == 0 ? next : nullptr);
+                });
           }
         }
       }
+      for (int64_t g = 0; g < ng; ++g) {
+        const int64_t rows = std::min<int64_t>(16, nr - 16 * (g0 + g));
+        for (int64_t t = 0; t < ns; ++t) {
+          std::copy_n(acc[g][t], rows, y + (ts + t) * ldy + 16 * (g0 + g));
+        }
+      }
     }
-  };
-  if (nt <= kQ8PackedGemvTokens) {
-    run.template operator()<1, kQ8PackedMaxTokens>(kQ8PackedMaxTokens, nb);
-  } else {
-    run.template operator()<kQ8PackedTileGroups, kQ8PackedTileTokens>(kQ8PackedSpanTokens,
-                                                                      kQ8PackedSpanBlocks);
   }
 }
 

@@ -365,10 +365,14 @@ TEST_P(MatMulTest, BatchInvariantPlansDoNotDependOnTheBatch) {
 }
 
 // A GEMV whose row tiles are 16 rows or more (157 rows: tiles of 20; the packed GEMVs reduce 16
-// rows together) gives bit for bit what a batch gives (each (row, token) reduced alone).
+// rows together) gives bit for bit what a batch gives (each (row, token) reduced alone). So do
+// batches of 16 and 17 over row tiles of more than 8 groups of 16 rows (1203 rows: tiles of 160;
+// packed Q8_0 goes by chunks of 8 row groups) and 19 blocks of 32 (its spans of 8 and a partial
+// one).
 TEST_P(MatMulTest, GemvOfWholeRowGroupsMatchesTheBatch) {
   const auto [type, level] = GetParam();
   ExpectBatchesMatchAlone(type, level, 8 * 20 - 3, IsKQuant(type) ? 1024 : 608, {3}, 91);
+  ExpectBatchesMatchAlone(type, level, 8 * 150 + 3, IsKQuant(type) ? 1024 : 608, {16, 17}, 92);
 }
 
 // Many token chunks and row tiles (large n and rows), checked on a sample of outputs.
