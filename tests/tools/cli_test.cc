@@ -833,14 +833,16 @@ TEST(Cli, BenchLimitsAndModelSmoke) {
   EXPECT_GT(j["total_tokens_per_s"].get<double>(), 0.0);
   EXPECT_EQ(j["f16_matmul"], "int16");          // the default
   EXPECT_EQ(j["compute_peak"], "fp32_gflops");  // an F32 model
+  EXPECT_EQ(j["step_time_budget_percent"], 0);  // off here: the batch decodes in step
   EXPECT_FALSE(j.contains("interleaved_read_bandwidth_gbps"));
   r = RunPagoda(
       "bench model --json --prompt-len 8 --gen-len 2 -r 2 --f16-matmul bf16 "
-      "--interleave-bandwidth --model " +
+      "--step-time-budget-percent 150 --interleave-bandwidth --model " +
       Quote(SharedPath("models/aidreams260K/aidreams260K-f32.gguf")));
   ASSERT_EQ(r.exit_code, 0);
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["f16_matmul"], "bf16");
+  EXPECT_EQ(j["step_time_budget_percent"], 150);
   EXPECT_EQ(j["repetitions"], 2);
   EXPECT_EQ(j["decode_tokens_per_s_runs"].size(), 2u);
   EXPECT_EQ(j["decode_steps"].get<int>(), 2);  // 1 decode step per run (first token: prefill)
