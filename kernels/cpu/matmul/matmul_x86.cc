@@ -637,7 +637,9 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t 
 // pagoda_bench_matmul from cache GFLOP/s gate_up 774-802 / 813-845, down 769-783 / 741-875,
 // output 701-715 / 753-792; BM_MatMulDram gate_up one call 590-690 / 737-791; bench verify
 // --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6, 69.6 / 58.1, 58.6 ms.
-// Tiles of 16 tokens spilled (33 zmm), 2 groups x 6 tokens and spans of 16 blocks were no faster.
+// Tiles of 16 tokens spilled (33 zmm), 2 groups x 6 tokens and spans of 16 blocks were no faster;
+// chunks of 4 or 16 groups no different within the noise (BM_MatMulDram gate_up 16 tokens, two
+// interleaved runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of 2 slower (555, 729).
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t groups = (nr + 15) / 16, gs = 16 * ws, nb = a.cols / 32;
