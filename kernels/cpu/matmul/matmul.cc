@@ -110,8 +110,8 @@ void InterleavePairs(int8_t* xq, int64_t ld, int32_t* xc) {
 }
 
 bool IsQ8(ActFormat f) {
-  return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8Amx ||
-         f == ActFormat::kQ8Lanes;
+  return f == ActFormat::kQ8 || f == ActFormat::kQ8Vec || f == ActFormat::kQ8VecGroups ||
+         f == ActFormat::kQ8Amx || f == ActFormat::kQ8Lanes;
 }
 
 // Owned storage behind an Activations view.
@@ -120,8 +120,8 @@ struct PreparedActivations {
   std::vector<int8_t> xq;
   std::vector<float> xd;
   std::vector<float> xs;
-  std::vector<int32_t> xc;  // kQ8Vec
-  std::vector<int8_t> xg;   // kQ8Vec token groups (kQ8GroupedMinTokens+)
+  std::vector<int32_t> xc;  // kQ8Vec(Groups), kQ8Amx
+  std::vector<int8_t> xg;   // kQ8VecGroups (kQ8GroupedMinTokens+ tokens)
   std::vector<int32_t> xgc;
   std::vector<float> xgd;
   std::vector<uint8_t> xp;  // kQ8Lanes (see matmul_kernels.h)
@@ -156,7 +156,7 @@ void PackLanes(PreparedActivations& p, int64_t n, int64_t g) {
   }
 }
 
-// kQ8Vec with kQ8GroupedMinTokens+ tokens: copies token group g (tokens 16g.. below n) from the
+// kQ8VecGroups of kQ8GroupedMinTokens+ tokens: copies token group g (tokens 16g.. below n) from the
 // token rows into the group layout (matmul_kernels.h xg, xgc, xgd).
 void GroupTokens(PreparedActivations& p, int64_t n, int64_t g) {
   const int64_t nbx = p.view.ld / kQ8Block, ld = p.view.ld;
@@ -165,9 +165,9 @@ void GroupTokens(PreparedActivations& p, int64_t n, int64_t g) {
     const int8_t* xq = p.xq.data() + t * ld;
     for (int64_t b = 0; b < nbx; ++b) {
       int8_t* dst = p.xg.data() + (g * nbx + b) * 512 + 4 * l;
-      // kQ8Vec's codes 4k..4k+3 of block b (block pairs interleaved by 4 bytes).
-      const int8_t* src = xq + 64 * (b / 2) + 4 * (b % 2);
-      for (int64_t k = 0; k < 8; ++k) std::memcpy(dst + 64 * k, src + 8 * k, 4);
+      for (int k = 0; k < 8; ++k) {
+        std::memcpy(dst + 64 * k, xq + internal::Q8VecCodeOffset(b, k), 4);
+      }
       p.xgc[(g * nbx + b) * 16 + l] = 8 * p.xc[t * nbx + b];
       p.xgd[(g * nbx + b) * 16 + l] = p.xd[t * nbx + b];
     }
@@ -190,13 +190,14 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.xs.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
     p.xsum.resize(static_cast<size_t>(n * p.view.ld / 16));
   } else if (IsQ8(format)) {
+    const bool vec = format == ActFormat::kQ8Vec || format == ActFormat::kQ8VecGroups;
     // kQ8Vec: whole groups of 4 blocks (its kernel's step); else whole block pairs.
-    const int64_t unit = (format == ActFormat::kQ8Vec ? 4 : 2) * kQ8Block;
+    const int64_t unit = (vec ? 4 : 2) * kQ8Block;
     p.view.ld = (cols + unit - 1) / unit * unit;
-    if (format == ActFormat::kQ8Vec || format == ActFormat::kQ8Amx) {
+    if (vec || format == ActFormat::kQ8Amx) {
       p.xc.resize(static_cast<size_t>(n * p.view.ld / kQ8Block));
     }
-    if (format == ActFormat::kQ8Vec && n >= internal::kQ8GroupedMinTokens) {
+    if (format == ActFormat::kQ8VecGroups && n >= internal::kQ8GroupedMinTokens) {
       const int64_t groups = (n + 15) / 16;
       p.xg.resize(static_cast<size_t>(groups * 16 * p.view.ld));
       p.xgc.resize(static_cast<size_t>(groups * 16 * p.view.ld / kQ8Block));
@@ -244,7 +245,7 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
                        p.xsum.data() + t * ld / 16);
       } else if (IsQ8(format)) {
         quantize_q8(xt, cols, ld, p.xq.data() + t * ld, p.xd.data() + t * ld / kQ8Block);
-        if (format == ActFormat::kQ8Vec) {
+        if (format == ActFormat::kQ8Vec || format == ActFormat::kQ8VecGroups) {
           InterleavePairs(p.xq.data() + t * ld, ld, p.xc.data() + t * ld / kQ8Block);
         } else if (format == ActFormat::kQ8Amx) {
           BlockStarts(p.xq.data() + t * ld, ld, -128, p.xc.data() + t * ld / kQ8Block);
@@ -260,7 +261,7 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
   if (format == ActFormat::kQ8Lanes) {
     tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { PackLanes(p, n, g); });
   }
-  const bool grouped = format == ActFormat::kQ8Vec && n >= internal::kQ8GroupedMinTokens;
+  const bool grouped = format == ActFormat::kQ8VecGroups && n >= internal::kQ8GroupedMinTokens;
   if (grouped) {
     tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { GroupTokens(p, n, g); });
   }

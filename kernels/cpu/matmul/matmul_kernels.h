@@ -13,9 +13,10 @@
 //          xc int32 [n][ld / 32]              -16 * the sum of the block's codes: the start
 //                                             value of each of its 8 int32 lanes that removes a
 //                                             +128 weight bias (8 * 16 = 128)
-//          and, for n >= kQ8GroupedMinTokens, the same in token groups of 16 (tokens 16 g + l, l <
-//          16; a partial last group's missing lanes unset and never read), nbx = ld / 32: xg int8
-//          [group][nbx][8 k][16 l][4]    codes 4k..4k+3 of the token's block (natural
+//   kQ8VecGroups: kQ8Vec and, for n >= kQ8GroupedMinTokens, the same in token groups of 16
+//          (tokens 16 g + l, l < 16; a partial last group's missing lanes unset and never read),
+//          nbx = ld / 32:
+//          xg int8 [group][nbx][8 k][16 l][4]    codes 4k..4k+3 of the token's block (natural
 //                                                block order)
 //          xgc int32 [group][nbx][16 l]           8 * xc: the block's whole start value
 //          xgd fp32 [group][nbx][16 l]            its scale xd
@@ -106,6 +107,7 @@ enum class ActFormat : int8_t {
   kBf16,
   kQ8,
   kQ8Vec,
+  kQ8VecGroups,
   kQ8Amx,
   kQ8K,
   kQ8KQ4,
@@ -114,16 +116,20 @@ enum class ActFormat : int8_t {
   kI16
 };
 
+// Where kQ8Vec keeps codes 4k..4k+3 of block b in a token's row (block pairs interleaved by 4
+// bytes).
+constexpr int64_t Q8VecCodeOffset(int64_t b, int k) { return 64 * (b / 2) + 4 * (b % 2) + 8 * k; }
+
 struct Activations {
   const float* x = nullptr;
   const uint16_t* xb = nullptr;
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const float* xs = nullptr;      // kQ8K / kQ8KQ4 / kQ8X16 only
-  const int32_t* xc = nullptr;    // kQ8Vec, kQ8Amx only
-  const int8_t* xg = nullptr;     // kQ8Vec token groups (kQ8GroupedMinTokens+) only
-  const int32_t* xgc = nullptr;   // kQ8Vec token groups only
-  const float* xgd = nullptr;     // kQ8Vec token groups only
+  const int32_t* xc = nullptr;    // kQ8Vec(Groups), kQ8Amx only
+  const int8_t* xg = nullptr;     // kQ8VecGroups of kQ8GroupedMinTokens+ tokens only
+  const int32_t* xgc = nullptr;   // kQ8VecGroups of kQ8GroupedMinTokens+ tokens only
+  const float* xgd = nullptr;     // kQ8VecGroups of kQ8GroupedMinTokens+ tokens only
   const uint8_t* xp = nullptr;    // kQ8Lanes only
   const float* xpd = nullptr;     // kQ8Lanes only
   const int16_t* xi = nullptr;    // kI16 only
@@ -156,9 +162,9 @@ ToBf16Fn X86Bf16Converter(GgmlType type);
 // t0 to be a multiple of 16.
 Kernel X86Q8LanesKernel();
 // The AVX512-VNNI Q8_0 kernel for packed rows (the Q8_0 layout above; w_stride = PackedRowBytes,
-// a group starting every 16 rows) x kQ8Vec activations, any number of tokens (from
-// kQ8GroupedMinTokens on it reads kQ8Vec's token groups, which Prepare builds from there): bit for
-// bit the token-lane kernel's outputs. kQ8GroupBlockBytes: one block of a group (the file's
+// a group starting every 16 rows) x kQ8VecGroups activations, any number of tokens (from
+// kQ8GroupedMinTokens on it reads the token groups): bit for bit the token-lane kernel's
+// outputs. kQ8GroupBlockBytes: one block of a group (the file's
 // 16 x 34 bytes, rearranged).
 inline constexpr int64_t kQ8GroupBlockBytes = 8 * 64 + 32;
 inline constexpr int64_t kQ8GroupedMinTokens = 9;

@@ -539,11 +539,6 @@ inline constexpr int64_t kQ8SpanBlocks = 8;
 inline constexpr int64_t kQ8ChunkGroups = 8;
 inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
 
-// The 4 codes 4k..4k+3 of block b in a kQ8Vec token row (block pairs interleaved by 4 bytes).
-inline const int8_t* Q8VecCodes(const int8_t* xq, int64_t b, int k) {
-  return xq + 64 * (b >> 1) + 4 * (b & 1) + 8 * k;
-}
-
 // Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
 // (xg, xgc, xgd; t0 .. t0 + T - 1 within one group), every token at a fixed offset from one
 // pointer; otherwise the token rows (xq, xc, xd).
@@ -559,7 +554,7 @@ struct Q8Tokens {
       const int64_t e = Entry(b);
       return a.xg + (e - e % 16) * 32 + 4 * (e % 16) + 64 * k + 4 * t;
     } else {
-      return Q8VecCodes(a.xq + (t0 + t) * a.ld, b, k);
+      return a.xq + (t0 + t) * a.ld + Q8VecCodeOffset(b, k);
     }
   }
   PAGODA_MM_VNNI __m512i Start(int64_t b, int t) const {
@@ -633,10 +628,11 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t 
 // span's activations (16 tokens: 4 KiB of codes) stay in L1 while the weights stream through;
 // the first token group's pass prefetches the next group's span (the next weights it reads).
 // Before (one group x up to 12 tokens per pass from the token rows, whose per-token pointers GCC
-// kept on the stack: some 130 scalar moves per 96 vpdpbusd), 16 tokens, interleaved runs:
-// pagoda_bench_matmul from cache GFLOP/s gate_up 774-802 / 813-845, down 769-783 / 741-875,
-// output 701-715 / 753-792; BM_MatMulDram gate_up one call 590-690 / 737-791; bench verify
-// --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6, 69.6 / 58.1, 58.6 ms.
+// kept on the stack: some 130 scalar moves per 96 vpdpbusd), 16 tokens: pagoda_bench_matmul
+// from cache GFLOP/s, two interleaved rounds: gate_up 802, 775 / 845, 816, down 769, 783 / 875,
+// 738, output 701, 715 / 870, 798; BM_MatMulDram gate_up one call 590, 670 / 737-791 (other
+// minutes); bench verify --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6,
+// 69.6 / 58.1, 58.6 ms (interleaved).
 // Tiles of 16 tokens spilled (33 zmm), 2 groups x 6 tokens and spans of 16 blocks were no faster;
 // chunks of 4 or 16 groups no different within the noise (BM_MatMulDram gate_up 16 tokens, two
 // interleaved runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of 2 slower (555, 729).
@@ -808,7 +804,9 @@ Kernel Avx512Kernels(GgmlType type) {
 }  // namespace
 
 Kernel X86Q8LanesKernel() { return {BlockQ8Lanes, ActFormat::kQ8Lanes, "avx512vnni/q8_0-lanes"}; }
-Kernel X86Q8PackedKernel() { return {BlockQ8Packed, ActFormat::kQ8Vec, "avx512vnni/q8_0x16rows"}; }
+Kernel X86Q8PackedKernel() {
+  return {BlockQ8Packed, ActFormat::kQ8VecGroups, "avx512vnni/q8_0x16rows"};
+}
 
 ToBf16Fn X86Bf16Converter(GgmlType type) {
   switch (type) {
