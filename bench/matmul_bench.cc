@@ -15,7 +15,10 @@
 // least 256 MiB, 8 copies), either as one tall matrix in one call (`one_call`: the kernel's
 // streaming rate) or one copy per call in turn (`per_call`: with each call's start-up, tail and
 // join, as a decode step's 90-110 calls pay them). Compare W_GB/s with `pagoda bench limits`' read
-// bandwidth of the same minutes. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
+// bandwidth of the same minutes.
+// BM_MatMulModelDecode (only when PAGODA_BENCH_MODEL names a GGUF file or an HF directory): that
+// model's decode GEMVs, one token, in a decode step's order and nothing else between them (see
+// there). Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
@@ -31,6 +34,8 @@
 
 #include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul.h"
+#include "kernels/cpu/packed_weights.h"
+#include "model/model.h"
 #include "model/tensor_types.h"
 
 namespace pagoda::cpu::mm {
@@ -206,7 +211,79 @@ void BM_MatMulDram(benchmark::State& state, GgmlType type, bool one_call, MatMul
   state.SetLabel(KernelName(type, EffectiveSimdLevel(options), w.view.packed != nullptr));
 }
 
+// A model's weights as the CPU backend holds them: packed (PackFromEnv) at the options' level.
+struct ModelDecodeWeights {
+  std::unique_ptr<Model> model;
+  PackedWeights packed;
+  ModelWeights weights;
+  double step_bytes = 0;  // the matrices' bytes (in their file types), read once a step
+};
+
+// One decode step's GEMVs: per layer q / k / v in one call (as the engine makes it), o, gate /
+// up in one call, down; then the output matrix. x and y are one token's buffers.
+void DecodeGemvs(const ModelWeights& w, const float* x, float* y, const MatMulOptions& options) {
+  for (const LayerWeights& l : w.layers) {
+    const WeightView* qkv[] = {&l.wq, &l.wk, &l.wv};
+    float* qkv_y[] = {y, y + l.wq.rows, y + l.wq.rows + l.wk.rows};
+    MatMulSameInput(qkv, x, 1, qkv_y, options);
+    MatMul(l.wo, x, 1, y, options);
+    const WeightView* gate_up[] = {&l.w_gate, &l.w_up};
+    float* gate_up_y[] = {y, y + l.w_gate.rows};
+    MatMulSameInput(gate_up, x, 1, gate_up_y, options);
+    MatMul(l.w_down, x, 1, y, options);
+  }
+  MatMul(w.output, x, 1, y, options);
+}
+
+// What a decode step's GEMVs alone cost (PAGODA_BENCH_MODEL's model): W_GB/s against `pagoda
+// bench limits`' read bandwidth of the same minutes is how close the GEMVs come to the read
+// wall; the time per step against `pagoda bench verify -m M --tokens 1` is what the rest of the
+// step (attention, norms, the engine) adds. x is a constant, so only the weights stream.
+void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptions options) {
+  static std::unique_ptr<ModelDecodeWeights> loaded;
+  if (!loaded) {
+    Result<std::unique_ptr<Model>> model = LoadModel(path);
+    if (!model.ok()) {
+      state.SkipWithError(("PAGODA_BENCH_MODEL: " + model.status().message()).c_str());
+      return;
+    }
+    loaded = std::make_unique<ModelDecodeWeights>();
+    loaded->model = std::move(*model);
+    loaded->weights = PackFromEnv()
+                          ? loaded->packed.Pack(loaded->model->weights, EffectiveSimdLevel(options))
+                          : loaded->model->weights;
+    for (const LayerWeights& l : loaded->weights.layers) {
+      for (const WeightView* v : l.matrices()) loaded->step_bytes += double(v->rows) * v->row_bytes;
+    }
+    const WeightView& out = loaded->weights.output;
+    loaded->step_bytes += double(out.rows) * out.row_bytes;
+  }
+  const ModelWeights& w = loaded->weights;
+  int64_t widest = w.output.rows, cols = w.output.cols;
+  for (const LayerWeights& l : w.layers) {
+    widest = std::max({widest, l.wq.rows + l.wk.rows + l.wv.rows, 2 * l.w_gate.rows});
+    cols = std::max({cols, l.w_down.cols, l.wo.cols});
+  }
+  const std::vector<float> x(static_cast<size_t>(cols), 0.01f);
+  std::vector<float> y(static_cast<size_t>(widest));
+  for (auto _ : state) {
+    DecodeGemvs(w, x.data(), y.data(), options);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = loaded->step_bytes * static_cast<double>(state.iterations());
+  state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(path.substr(path.find_last_of('/') + 1));
+}
+
 void RegisterAll(const MatMulOptions& options) {
+  if (const char* model = std::getenv("PAGODA_BENCH_MODEL")) {
+    benchmark::RegisterBenchmark("BM_MatMulModelDecode", BM_MatMulModelDecode, std::string(model),
+                                 options)
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(1.0)
+        ->UseRealTime();
+  }
   for (GgmlType type : kTypes) {
     for (bool one_call : {true, false}) {
       const std::string name = std::string("BM_MatMulDram/") + TypeName(type) + "/gate_up_" +
