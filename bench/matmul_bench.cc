@@ -216,7 +216,6 @@ struct ModelDecodeWeights {
   std::unique_ptr<Model> model;
   PackedWeights packed;
   ModelWeights weights;
-  double step_bytes = 0;  // the matrices' bytes (in their file types), read once a step
 };
 
 // One decode step's GEMVs: per layer q / k / v in one call (as the engine makes it), o, gate /
@@ -252,11 +251,6 @@ void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptio
     loaded->weights = PackFromEnv()
                           ? loaded->packed.Pack(loaded->model->weights, EffectiveSimdLevel(options))
                           : loaded->model->weights;
-    for (const LayerWeights& l : loaded->weights.layers) {
-      for (const WeightView* v : l.matrices()) loaded->step_bytes += double(v->rows) * v->row_bytes;
-    }
-    const WeightView& out = loaded->weights.output;
-    loaded->step_bytes += double(out.rows) * out.row_bytes;
   }
   const ModelWeights& w = loaded->weights;
   int64_t widest = w.output.rows, cols = w.output.cols;
@@ -271,7 +265,8 @@ void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptio
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  const double bytes = loaded->step_bytes * static_cast<double>(state.iterations());
+  const double bytes = static_cast<double>(WeightsPerToken(loaded->model->weights).bytes) *
+                       static_cast<double>(state.iterations());
   state.counters["W_GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(path.substr(path.find_last_of('/') + 1));
 }

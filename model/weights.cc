@@ -63,6 +63,19 @@ Result<LayerWeights> BindLayer(const GgufFile& f, const ModelConfig& c, int laye
 
 }  // namespace
 
+StepWeights WeightsPerToken(const ModelWeights& weights) {
+  StepWeights s;
+  auto add = [&s](const WeightView& w) {
+    s.bytes += w.rows * w.row_bytes;
+    s.params += w.rows * w.cols;
+  };
+  add(weights.output);
+  for (const LayerWeights& l : weights.layers) {
+    for (const WeightView* w : l.matrices()) add(*w);
+  }
+  return s;
+}
+
 Result<ModelWeights> BindGgufWeights(const GgufFile& f, const ModelConfig& c) {
   ModelWeights w;
   PAGODA_ASSIGN_OR_RETURN(w.token_embd, Matrix(f, "token_embd.weight", c.n_embd, c.vocab_size));

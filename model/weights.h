@@ -56,6 +56,14 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+// What a token's forward reads and computes through the weight matrices (the LM head and every
+// layer's projections; the embedding row lookup excluded, a tied LM head counted once).
+struct StepWeights {
+  int64_t bytes = 0;   // read once per decode step (in the matrices' file types)
+  int64_t params = 0;  // multiply-adds per token
+};
+StepWeights WeightsPerToken(const ModelWeights& weights);
+
 // Binds every tensor the architecture needs, checking names, shapes and that Pagoda can compute
 // with their types. The views stay valid while `file` lives. Errors name the tensor.
 Result<ModelWeights> BindGgufWeights(const GgufFile& file, const ModelConfig& config);

@@ -65,26 +65,6 @@ struct ModelBenchArgs {
   std::shared_ptr<const grammar::Grammar> grammar;  // ... compiled from them
 };
 
-// What a token's forward reads and computes through the weight matrices (the LM head and every
-// layer's projections; the embedding row lookup excluded).
-struct StepWeights {
-  int64_t bytes = 0;   // read once per decode step
-  int64_t params = 0;  // multiply-adds per token
-};
-
-StepWeights WeightsPerToken(const Model& m) {
-  StepWeights s;
-  auto add = [&s](const WeightView& w) {
-    s.bytes += w.rows * w.row_bytes;
-    s.params += w.rows * w.cols;
-  };
-  add(m.weights.output);
-  for (const LayerWeights& l : m.weights.layers) {
-    for (const WeightView* w : l.matrices()) add(*w);
-  }
-  return s;
-}
-
 // The compute peak that bounds this model's matmuls (named as in `bench limits`): the int8
 // dot-product peak for integer-quantized weights, bf16 for F16 / BF16, fp32 for F32. Decided by
 // the type of the largest matrices (the FFN).
@@ -221,7 +201,7 @@ Status RunModelBench(ModelBenchArgs a, json* out) {
   const int64_t ctx_avg = a.prompt_len + a.gen_len / 2;
   const int64_t kv_bytes = int64_t{model->config.n_layers} * 2 * model->config.kv_dim() * ctx_avg *
                            a.batch * static_cast<int64_t>(KvDtypeSize(kv_dtype));
-  const StepWeights weights = WeightsPerToken(*model);
+  const StepWeights weights = WeightsPerToken(model->weights);
   const int64_t step_bytes = weights.bytes + kv_bytes;
   const double steps_per_s = decode_steps / std::max(decode_s, 1e-9);
   const double flops_per_token = 2.0 * weights.params;
