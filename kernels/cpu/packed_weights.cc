@@ -25,8 +25,9 @@ uint8_t* PackedWeights::Allocate(int64_t bytes) {
 // F16 matrices keep their layout: the copy only moves them off the file mapping's 4 KiB pages.
 // bench verify --tokens 1 on a Zen 5 host (F16 medium model, interleaved, 55-75 GB/s, a
 // four-chain trial of the GEMV): 36.0-38.7 ms a step from the copy, 46.8-50.4 ms from the
-// mapping. BF16 (its vdpbf16ps kernel) ran slower from such a copy (--pack-weights on / off:
-// 58.8 / 43.2, 57.9 / 45.8, 55.9 / 44.5 ms), and F32 was not measured: both stay mapped.
+// mapping. A plain copy of BF16 rows ran slower (the dot-product kernel, --pack-weights on / off:
+// 58.8 / 43.2, 57.9 / 45.8, 55.9 / 44.5 ms); BF16 now gets PackRows' groups of 16 rows where
+// the level reads them (below). F32 was not measured: it stays mapped.
 void PackedWeights::PackView(WeightView& view, SimdLevel level) {
   if (view.data == nullptr || view.rows <= 0) return;
   if (view.type == GgmlType::kF16) {

@@ -105,6 +105,7 @@ namespace pagoda::cpu::mm::internal {
 enum class ActFormat : int8_t {
   kF32,
   kBf16,
+  kBf16Pairs,
   kQ8,
   kQ8Vec,
   kQ8VecGroups,
@@ -135,7 +136,8 @@ struct Activations {
   const int16_t* xi = nullptr;    // kI16 only
   const int16_t* xsum = nullptr;  // kQ8K / kQ8KQ4 / kQ8X16 only
   int64_t cols = 0;
-  int64_t ld = 0;  // row stride of xb / xq / xi in elements
+  int64_t ld = 0;     // row stride of xb / xq / xi in elements (kBf16Pairs: pairs per token)
+  int64_t group = 0;  // kBf16Pairs only: tokens per group
 };
 
 // A block of rows x tokens: y[t * ldy + r] = sum_c W[r][c] x[t0 + t][c] for r < nr, t < nt.
@@ -169,6 +171,15 @@ Kernel X86Q8LanesKernel();
 inline constexpr int64_t kQ8GroupBlockBytes = 8 * 64 + 32;
 inline constexpr int64_t kQ8GroupedMinTokens = 9;
 Kernel X86Q8PackedKernel();
+// The AVX512-BF16 kernel for packed BF16 rows x kBf16Pairs activations, any number of tokens.
+// Packed rows: groups of 16 rows (w_stride = PackedRowBytes = 4 * pairs, a group starting every
+// 16 rows); in a group, pair k (columns 2k, 2k + 1; a missing last column or row is zero) of
+// row r is at byte 64 k + 4 r, so one zmm holds pair k of 16 rows. kBf16Pairs: the tokens'
+// bf16 pairs in groups of `group` = min(16, n) tokens (the last one zero padded): pair k of token
+// t at uint32 index (t / group * ld + k) * group + t % group. Each (row, token) output is one fp32
+// lane that adds the vdpbf16ps of its pairs in column order from zero, so a token gets the same
+// bits in any batch.
+Kernel X86Bf16PackedKernel();
 // The AMX Q8_0 kernel: packed rows (as X86Q8PackedKernel's) x kQ8Amx activations, any number
 // of tokens, bit for bit the token-lane and packed-row kernels' outputs. Only called at
 // SimdLevel::kAmx. Defined in matmul_amx_x86.cc; empty off x86-64.

@@ -319,11 +319,29 @@ void PackQ8Rows(const WeightView& w, uint8_t* dst) {
   });
 }
 
+// BF16 in groups of 16 rows, pairs of columns interleaved by row (matmul_kernels.h
+// X86Bf16PackedKernel); a missing last column and the rows past w.rows are zero.
+void PackBf16Rows(const WeightView& w, uint8_t* dst) {
+  const int64_t pairs = (w.cols + 1) / 2, groups = (w.rows + 15) / 16;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups), [&](const auto& range) {
+    for (int64_t g = range.begin(); g < range.end(); ++g) {
+      auto* out = reinterpret_cast<uint16_t*>(dst + g * 64 * pairs);
+      std::memset(out, 0, static_cast<size_t>(64 * pairs));
+      for (int64_t r = 0; r < 16 && 16 * g + r < w.rows; ++r) {
+        const uint8_t* row = w.row(16 * g + r);
+        for (int64_t c = 0; c < w.cols; ++c) {
+          std::memcpy(out + 32 * (c / 2) + 2 * r + c % 2, row + 2 * c, 2);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool CanPackRows(GgmlType type) {
-  return type == GgmlType::kQ8_0 || FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 ||
-         HalfFieldsOf(type).bytes > 0;
+  return type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || FieldsOf(type).bytes > 0 ||
+         SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
 }
 
 bool ReadsPackedRows(GgmlType type, SimdLevel level) {
@@ -331,12 +349,14 @@ bool ReadsPackedRows(GgmlType type, SimdLevel level) {
 }
 
 int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
-  const int64_t padded = type == GgmlType::kQ8_0 ? (rows + 15) / 16 * 16 : rows;
+  const bool groups = type == GgmlType::kQ8_0 || type == GgmlType::kBF16;
+  const int64_t padded = groups ? (rows + 15) / 16 * 16 : rows;
   return padded * PackedRowBytes(type, cols);
 }
 
 int64_t PackedRowBytes(GgmlType type, int64_t cols) {
   if (type == GgmlType::kQ8_0) return cols / 32 * internal::kQ8GroupBlockBytes / 16;
+  if (type == GgmlType::kBF16) return (cols + 1) / 2 * 4;
   int64_t group_bytes = GroupOf(FieldsOf(type)).bytes;
   if (const HalfFields f = HalfFieldsOf(type); f.bytes > 0) group_bytes = GroupOf(f).bytes;
   if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
@@ -347,6 +367,7 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 
 void PackRows(const WeightView& w, uint8_t* dst) {
   if (w.type == GgmlType::kQ8_0) return PackQ8Rows(w, dst);
+  if (w.type == GgmlType::kBF16) return PackBf16Rows(w, dst);
   if (const HalfFields f = HalfFieldsOf(w.type); f.bytes > 0) return PackHalfRows(w, f, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);

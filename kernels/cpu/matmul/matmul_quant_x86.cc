@@ -105,6 +105,8 @@ Kernel X86QuantKernel(SimdLevel level, GgmlType type) { return LevelKernel(level
 Kernel X86PackedKernel(SimdLevel level, GgmlType type) {
   if (type == GgmlType::kQ8_0)
     return level >= SimdLevel::kAvx512Vnni ? X86Q8PackedKernel() : Kernel{};
+  if (type == GgmlType::kBF16)
+    return level >= SimdLevel::kAvx512Bf16 ? X86Bf16PackedKernel() : Kernel{};
   return LevelKernel(level, type, true);
 }
 

@@ -749,6 +749,73 @@ PAGODA_MM_BF16 void BlockBf16Dp(const uint8_t* w, int64_t ws, int64_t nr, const 
   });
 }
 
+// Packed BF16 rows (matmul_kernels.h X86Bf16PackedKernel) in register tiles of G row groups x T
+// tokens: per pair, G weight vectors and T broadcast activation pairs, G x T vdpbf16ps into
+// one fp32 lane per (row, token). x: the tile's first token's pairs, `step` uint32 apart per
+// pair. One token streams its weights from memory: 4 groups at a time, each prefetched
+// kBf16PackedAhead bytes ahead.
+constexpr int64_t kBf16PackedAhead = 1024;
+
+template <int G, int T>
+PAGODA_MM_BF16 void TileBf16Packed(const uint8_t* w, int64_t gs, int64_t np, const uint32_t* x,
+                                   int64_t step, bool prefetch, float* y, int64_t ldy,
+                                   int64_t rows) {
+  __m512 acc[G][T];
+  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < np; ++k) {
+    __m512bh wv[G];
+    PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+      const uint8_t* p = w + g * gs + 64 * k;
+      if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(p + kBf16PackedAhead), _MM_HINT_T0);
+      wv[g] = (__m512bh)_mm512_loadu_si512(p);
+    }
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int32_t>(x[k * step + t]));
+      PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+        acc[g][t] = _mm512_dpbf16_ps(acc[g][t], wv[g], xv);
+      }
+    }
+  }
+  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+    const int64_t left = rows - 16 * g;
+    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(y + t * ldy + 16 * g, m, acc[g][t]);
+    }
+  }
+}
+
+// Rows [0, nr) of a tile (nr counted from a group start; w_stride: PackedRowBytes) x tokens
+// [t0, t0 + nt): row groups outer, tiles of up to 8 tokens inner (2 groups, or 4 for one token).
+PAGODA_MM_BF16 void BlockBf16Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                    int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  const int64_t gs = 16 * ws, np = ws / 4, ng = (nr + 15) / 16, s = a.group;
+  const auto* xg = reinterpret_cast<const uint32_t*>(a.xb);
+  const auto tile = [&]<int G, int T>(int64_t g, int64_t t) {
+    const int64_t tok = t0 + t;
+    TileBf16Packed<G, T>(w + g * gs, gs, np, xg + (tok / s * np) * s + tok % s, s, nt <= 8,
+                         y + t * ldy + 16 * g, ldy, nr - 16 * g);
+  };
+  if (nt == 1) {
+    for (int64_t g = 0; g < ng; g += 4) {
+      ForTile<4, 1>(std::min<int64_t>(4, ng - g), 1,
+                    [&]<int G, int T>() { tile.template operator()<G, T>(g, 0); });
+    }
+    return;
+  }
+  for (int64_t g = 0; g < ng; g += 2) {
+    // Token tiles never cross a group of s tokens (t0 is a multiple of s: 16, or 0).
+    for (int64_t t = 0; t < nt;) {
+      const int64_t n = std::min({int64_t{8}, nt - t, s - (t0 + t) % s});
+      ForTile<2, 8>(std::min<int64_t>(2, ng - g), n,
+                    [&]<int G, int T>() { tile.template operator()<G, T>(g, t); });
+      t += n;
+    }
+  }
+}
+
 // ------------------------------------------------------------------ bf16 conversions ----
 // F16 rows to bf16 for the opt-in F16Matmul::kBf16 batch path (vcvtne2ps2bf16 rounds to
 // nearest even).
@@ -900,6 +967,10 @@ Kernel X86Kernel(SimdLevel level, GgmlType type) {
   return Avx512Kernels(type);
 }
 
+Kernel X86Bf16PackedKernel() {
+  return {BlockBf16Packed, ActFormat::kBf16Pairs, "avx512bf16/bf16x16"};
+}
+
 }  // namespace pagoda::cpu::mm::internal
 
 #pragma GCC diagnostic pop
@@ -913,6 +984,7 @@ InterleaveX16Fn X86InterleaveX16(SimdLevel) { return nullptr; }
 ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
 Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86Q8PackedKernel() { return {}; }
+Kernel X86Bf16PackedKernel() { return {}; }
 Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
 Kernel X86PackedKernel(SimdLevel, GgmlType) { return {}; }
 }  // namespace pagoda::cpu::mm::internal

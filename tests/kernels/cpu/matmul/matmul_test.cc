@@ -419,7 +419,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
-// Packed rows (PackRows) of the blocks-of-32 types and of the K-quants: within the same
+// Packed rows (PackRows) of the blocks-of-32 types, the K-quants and BF16: within the same
 // bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
 // blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
 // partial groups of 16 blocks; K-quants: odd super-block counts; the int16 side at its first
@@ -432,8 +432,11 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   const auto [type, level] = GetParam();
   ASSERT_TRUE(CanPackRows(type));
   const bool k_quant = IsKQuant(type);
+  // BF16: odd counts too (a last pair with one column).
   const std::vector<int64_t> col_list = k_quant ? std::vector<int64_t>{256, 512, 768, 1280, 4352}
-                                                : std::vector<int64_t>{32, 64, 96, 544, 1056, 4096};
+                                        : type == GgmlType::kBF16
+                                            ? std::vector<int64_t>{7, 32, 117, 544, 1056, 4096}
+                                            : std::vector<int64_t>{32, 64, 96, 544, 1056, 4096};
   uint32_t seed = 100;
   for (int64_t cols : col_list) {
     for (int64_t rows : {1, 3, 5, 37}) {
@@ -495,7 +498,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
                                          GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
                                          GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kIQ4_XS,
-                                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ6_K),
+                                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ6_K,
+                                         GgmlType::kBF16),
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
@@ -692,6 +696,13 @@ TEST(MatMulApiTest, LevelNamesParse) {
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ8_0, 64), 2 * 34);
   EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 17, 64), 32 * 68);
   EXPECT_FALSE(CanPackRows(GgmlType::kF16));
+  // BF16: groups of 16 rows, 4 bytes (a pair of columns) per row and pair.
+  EXPECT_TRUE(CanPackRows(GgmlType::kBF16));
+  EXPECT_EQ(PackedRowBytes(GgmlType::kBF16, 7), 16);
+  EXPECT_EQ(PackedBytes(GgmlType::kBF16, 17, 64), 32 * 128);
+  if (DetectSimdLevel() >= SimdLevel::kAvx512Bf16) {
+    EXPECT_STREQ(KernelName(GgmlType::kBF16, SimdLevel::kAvx512Bf16, true), "avx512bf16/bf16x16");
+  }
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ5_0, 544), 2 * 16 * 22);
   // Two super-blocks per group: fp16 d and dmin x 2, 16 scale and 16 min bytes, (qh,) qs.
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ4_K, 768), 2 * (8 + 32 + 256));
