@@ -22,15 +22,18 @@ uint8_t* PackedWeights::Allocate(int64_t bytes) {
   return p;
 }
 
-// F16 matrices keep their layout: the copy only moves them off the file mapping's 4 KiB pages.
-// bench verify --tokens 1 on a Zen 5 host (F16 medium model, interleaved, 55-75 GB/s, a
-// four-chain trial of the GEMV): 36.0-38.7 ms a step from the copy, 46.8-50.4 ms from the
+// F16 matrices below AVX-512 keep their layout: the copy only moves them off the file mapping's
+// 4 KiB pages. bench verify --tokens 1 on a Zen 5 host (F16 medium model, interleaved, 55-75 GB/s,
+// a four-chain trial of the GEMV): 36.0-38.7 ms a step from the copy, 46.8-50.4 ms from the
 // mapping. A plain copy of BF16 rows ran slower (the dot-product kernel, --pack-weights on / off:
 // 58.8 / 43.2, 57.9 / 45.8, 55.9 / 44.5 ms); BF16 now gets PackRows' groups of 16 rows where
-// the level reads them (below). F32 was not measured: it stays mapped.
+// the level reads them (below), and so does F16 from AVX-512 on (bench model medium32k-f16
+// --interleave-bandwidth, decode fraction of the read bandwidth, plain copy / groups, 3 rounds:
+// 0.818 / 0.932, 0.759 / 0.983, 1.170 / 1.315 as the host read 51-28 GB/s). Its int16 batches
+// then convert the file's rows. F32 was not measured: it stays mapped.
 void PackedWeights::PackView(WeightView& view, SimdLevel level) {
   if (view.data == nullptr || view.rows <= 0) return;
-  if (view.type == GgmlType::kF16) {
+  if (view.type == GgmlType::kF16 && !mm::ReadsPackedRows(view.type, level)) {
     const int64_t bytes = view.rows * view.row_bytes;
     uint8_t* p = Allocate(bytes);
     std::memcpy(p, view.data, static_cast<size_t>(bytes));

@@ -540,7 +540,9 @@ struct Product {
 int64_t ProductTileRows(const Product& p) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
-  if (p.plan.conversion == RowConversion::kI16 || (packed && p.w->type == GgmlType::kBF16)) {
+  const bool float_groups =
+      packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
+  if (p.plan.conversion == RowConversion::kI16 || float_groups) {
     row_align = 32;
   } else if (packed && p.w->type == GgmlType::kQ8_0) {
     row_align = 16;

@@ -180,6 +180,13 @@ Kernel X86Q8PackedKernel();
 // lane that adds the vdpbf16ps of its pairs in column order from zero, so a token gets the same
 // bits in any batch.
 Kernel X86Bf16PackedKernel();
+// The AVX-512 kernel for packed F16 rows x kF32 activations, any number of tokens. Packed rows:
+// groups of 16 rows (w_stride = PackedRowBytes = 2 * cols, a group starting every 16 rows);
+// in a group, column c of row r is the fp16 at byte 32 c + 2 r (rows past the matrix zero), so
+// one ymm holds column c of 16 rows. Each (row, token) output is one fp32 lane that adds the
+// exact products of its columns in order from zero (FMA): a token gets the same bits in any
+// batch.
+Kernel X86F16PackedKernel();
 // The AMX Q8_0 kernel: packed rows (as X86Q8PackedKernel's) x kQ8Amx activations, any number
 // of tokens, bit for bit the token-lane and packed-row kernels' outputs. Only called at
 // SimdLevel::kAmx. Defined in matmul_amx_x86.cc; empty off x86-64.

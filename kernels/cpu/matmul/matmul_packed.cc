@@ -337,10 +337,26 @@ void PackBf16Rows(const WeightView& w, uint8_t* dst) {
   });
 }
 
+// F16 in groups of 16 rows, each column of the 16 rows side by side (matmul_kernels.h
+// X86F16PackedKernel); the rows past w.rows are zero.
+void PackF16Rows(const WeightView& w, uint8_t* dst) {
+  const int64_t groups = (w.rows + 15) / 16;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups), [&](const auto& range) {
+    for (int64_t g = range.begin(); g < range.end(); ++g) {
+      auto* out = reinterpret_cast<uint16_t*>(dst + g * 32 * w.cols);
+      std::memset(out, 0, static_cast<size_t>(32 * w.cols));
+      for (int64_t r = 0; r < 16 && 16 * g + r < w.rows; ++r) {
+        const uint8_t* row = w.row(16 * g + r);
+        for (int64_t c = 0; c < w.cols; ++c) std::memcpy(out + 16 * c + r, row + 2 * c, 2);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool CanPackRows(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || FieldsOf(type).bytes > 0 ||
+  return type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16 || FieldsOf(type).bytes > 0 ||
          SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
 }
 
@@ -349,7 +365,8 @@ bool ReadsPackedRows(GgmlType type, SimdLevel level) {
 }
 
 int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
-  const bool groups = type == GgmlType::kQ8_0 || type == GgmlType::kBF16;
+  const bool groups =
+      type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16;
   const int64_t padded = groups ? (rows + 15) / 16 * 16 : rows;
   return padded * PackedRowBytes(type, cols);
 }
@@ -357,6 +374,7 @@ int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
 int64_t PackedRowBytes(GgmlType type, int64_t cols) {
   if (type == GgmlType::kQ8_0) return cols / 32 * internal::kQ8GroupBlockBytes / 16;
   if (type == GgmlType::kBF16) return (cols + 1) / 2 * 4;
+  if (type == GgmlType::kF16) return cols * 2;
   int64_t group_bytes = GroupOf(FieldsOf(type)).bytes;
   if (const HalfFields f = HalfFieldsOf(type); f.bytes > 0) group_bytes = GroupOf(f).bytes;
   if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
@@ -368,6 +386,7 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 void PackRows(const WeightView& w, uint8_t* dst) {
   if (w.type == GgmlType::kQ8_0) return PackQ8Rows(w, dst);
   if (w.type == GgmlType::kBF16) return PackBf16Rows(w, dst);
+  if (w.type == GgmlType::kF16) return PackF16Rows(w, dst);
   if (const HalfFields f = HalfFieldsOf(w.type); f.bytes > 0) return PackHalfRows(w, f, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);

@@ -107,6 +107,7 @@ Kernel X86PackedKernel(SimdLevel level, GgmlType type) {
     return level >= SimdLevel::kAvx512Vnni ? X86Q8PackedKernel() : Kernel{};
   if (type == GgmlType::kBF16)
     return level >= SimdLevel::kAvx512Bf16 ? X86Bf16PackedKernel() : Kernel{};
+  if (type == GgmlType::kF16) return level >= SimdLevel::kAvx512 ? X86F16PackedKernel() : Kernel{};
   return LevelKernel(level, type, true);
 }
 

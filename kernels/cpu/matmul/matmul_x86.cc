@@ -816,6 +816,67 @@ PAGODA_MM_BF16 void BlockBf16Packed(const uint8_t* w, int64_t ws, int64_t nr, co
   }
 }
 
+// Packed F16 rows (matmul_kernels.h X86F16PackedKernel) in register tiles of G row groups x T
+// tokens: per column, G weight vectors widened to fp32 and T broadcast activations, G x T FMAs
+// into one fp32 lane per (row, token). One token streams its weights from memory: 4 groups at
+// a time, each prefetched kF16PackedAhead bytes ahead.
+constexpr int64_t kF16PackedAhead = 1024;
+
+template <int G, int T>
+PAGODA_MM_AVX512 void TileF16Packed(const uint8_t* w, int64_t gs, int64_t cols, const float* x,
+                                    int64_t ldx, bool prefetch, float* y, int64_t ldy,
+                                    int64_t rows) {
+  __m512 acc[G][T];
+  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    __m512 wv[G];
+    PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+      const uint8_t* p = w + g * gs + 32 * c;
+      if (prefetch && c % 2 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kF16PackedAhead), _MM_HINT_T0);
+      }
+      wv[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    }
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_set1_ps(x[t * ldx + c]);
+      PAGODA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm512_fmadd_ps(wv[g], xv, acc[g][t]);
+    }
+  }
+  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+    const int64_t left = rows - 16 * g;
+    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(y + t * ldy + 16 * g, m, acc[g][t]);
+    }
+  }
+}
+
+// Rows [0, nr) of a tile (from a group start; w_stride: PackedRowBytes) x tokens [t0, t0 + nt):
+// row groups outer, tiles of up to 8 tokens inner (2 groups, or 4 for one token).
+PAGODA_MM_AVX512 void BlockF16Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
+                                     int64_t t0, int64_t nt, float* y, int64_t ldy) {
+  const int64_t gs = 16 * ws, ng = (nr + 15) / 16;
+  const auto tile = [&]<int G, int T>(int64_t g, int64_t t) {
+    TileF16Packed<G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols, a.cols, nt <= 8,
+                        y + t * ldy + 16 * g, ldy, nr - 16 * g);
+  };
+  if (nt == 1) {
+    for (int64_t g = 0; g < ng; g += 4) {
+      ForTile<4, 1>(std::min<int64_t>(4, ng - g), 1,
+                    [&]<int G, int T>() { tile.template operator()<G, T>(g, 0); });
+    }
+    return;
+  }
+  for (int64_t g = 0; g < ng; g += 2) {
+    for (int64_t t = 0; t < nt; t += 8) {
+      ForTile<2, 8>(std::min<int64_t>(2, ng - g), std::min<int64_t>(8, nt - t),
+                    [&]<int G, int T>() { tile.template operator()<G, T>(g, t); });
+    }
+  }
+}
+
 // ------------------------------------------------------------------ bf16 conversions ----
 // F16 rows to bf16 for the opt-in F16Matmul::kBf16 batch path (vcvtne2ps2bf16 rounds to
 // nearest even).
@@ -971,6 +1032,8 @@ Kernel X86Bf16PackedKernel() {
   return {BlockBf16Packed, ActFormat::kBf16Pairs, "avx512bf16/bf16x16"};
 }
 
+Kernel X86F16PackedKernel() { return {BlockF16Packed, ActFormat::kF32, "avx512/f16x16"}; }
+
 }  // namespace pagoda::cpu::mm::internal
 
 #pragma GCC diagnostic pop
@@ -985,6 +1048,7 @@ ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
 Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86Q8PackedKernel() { return {}; }
 Kernel X86Bf16PackedKernel() { return {}; }
+Kernel X86F16PackedKernel() { return {}; }
 Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
 Kernel X86PackedKernel(SimdLevel, GgmlType) { return {}; }
 }  // namespace pagoda::cpu::mm::internal

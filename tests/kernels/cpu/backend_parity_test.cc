@@ -475,15 +475,15 @@ void QuantizeLayers(RandomModel& m, GgmlType type) {
   }
 }
 
-// backend.pack_weights: the CPU backend packs the blocks-of-32 and BF16 matrices where its level
-// reads them (and says how many bytes; off: none), and its logits stay as close to the dequantized
-// fp32 path's as the file-row kernels' do. (Packed and file rows can differ by more than fp32
-// rounding: both quantize the activations to int8, and a last-bit difference upstream can move a
-// value across a rounding boundary: Q5_1 here moved one step's logits by 2% of their range, with
-// both paths at 2-3% of the fp32 path's.)
+// backend.pack_weights: the CPU backend packs the blocks-of-32, BF16 and F16 matrices where its
+// level reads them (and says how many bytes; off: none), and its logits stay as close to the
+// dequantized fp32 path's as the file-row kernels' do. (Packed and file rows can differ by more
+// than fp32 rounding: both quantize the activations to int8, and a last-bit difference upstream can
+// move a value across a rounding boundary: Q5_1 here moved one step's logits by 2% of their range,
+// with both paths at 2-3% of the fp32 path's.)
 TEST(CpuBackendPackedWeights, PackedRowsStayAsCloseToFp32AsFileRows) {
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                        GgmlType::kQ8_0, GgmlType::kBF16}) {
+                        GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16}) {
     SCOPED_TRACE(TypeName(type));
     auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 11);
     QuantizeLayers(*m, type);
@@ -508,9 +508,10 @@ TEST(CpuBackendPackedWeights, PackedRowsStayAsCloseToFp32AsFileRows) {
   }
 }
 
-// F16 matrices are copied as they are (into huge pages), F32 ones not at all: every output bit
-// for bit what the file's rows give, and the copies' bytes those of the F16 layer and output
-// matrices. (BF16 ones are packed, and sum in another order: the test above.)
+// Below AVX-512 (no packed F16 kernel) F16 matrices are copied as they are (into huge pages),
+// F32 ones not at all: every output bit for bit what the file's rows give, and the copies' bytes
+// those of the F16 layer and output matrices. (From AVX-512 on F16 ones are packed, and BF16 ones
+// at AVX512-BF16, and sum in another order: the test above.)
 TEST(CpuBackendPackedWeights, F16MatricesAreCopiedAsTheyAre) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
     SCOPED_TRACE(TypeName(type));
@@ -525,6 +526,7 @@ TEST(CpuBackendPackedWeights, F16MatricesAreCopiedAsTheyAre) {
     }
     const std::vector<int32_t> tokens = {1, 7, 3, 9, 4, 22, 5, 31, 8, 2, 17, 6};
     cpu::CpuBackendOptions on, off;
+    on.max_simd_level = off.max_simd_level = cpu::SimdLevel::kAvx2;
     off.pack_weights = false;
     int64_t on_bytes = -1, off_bytes = -1;
     const auto copied = RunBackend(*m, tokens, 8, 3, 4, on, &on_bytes);

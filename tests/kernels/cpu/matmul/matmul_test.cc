@@ -419,7 +419,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
-// Packed rows (PackRows) of the blocks-of-32 types, the K-quants and BF16: within the same
+// Packed rows (PackRows) of the blocks-of-32 types, the K-quants, BF16 and F16: within the same
 // bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
 // blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
 // partial groups of 16 blocks; K-quants: odd super-block counts; the int16 side at its first
@@ -432,9 +432,9 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   const auto [type, level] = GetParam();
   ASSERT_TRUE(CanPackRows(type));
   const bool k_quant = IsKQuant(type);
-  // BF16: odd counts too (a last pair with one column).
+  // BF16, F16: odd counts too (BF16: a last pair with one column).
   const std::vector<int64_t> col_list = k_quant ? std::vector<int64_t>{256, 512, 768, 1280, 4352}
-                                        : type == GgmlType::kBF16
+                                        : type == GgmlType::kBF16 || type == GgmlType::kF16
                                             ? std::vector<int64_t>{7, 32, 117, 544, 1056, 4096}
                                             : std::vector<int64_t>{32, 64, 96, 544, 1056, 4096};
   uint32_t seed = 100;
@@ -455,7 +455,10 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
         std::vector<float> y(static_cast<size_t>(n * rows), NAN);
         MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
         ExpectMatches(m, x, n, y, level);
-        if (n >= i16_min) continue;
+        // F16 batches of 32+ take the int16 path (MatMulOptions::f16), not the packed rows.
+        if (n >= i16_min || (type == GgmlType::kF16 && F16FastPath(kDefaultF16Matmul, level, n))) {
+          continue;
+        }
         // The same int8 activations as the file-row kernel (not the K-quants', whose activation
         // blocks are 256 long): equal up to fp32 rounding, where the file rows take no int16 path.
         if (!k_quant && n < Int16MinTokens(type, level, /*packed=*/false)) {
@@ -499,7 +502,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
                                          GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kIQ4_XS,
                                          GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ6_K,
-                                         GgmlType::kBF16),
+                                         GgmlType::kBF16, GgmlType::kF16),
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
@@ -695,7 +698,13 @@ TEST(MatMulApiTest, LevelNamesParse) {
   EXPECT_TRUE(CanPackRows(GgmlType::kQ8_0));
   EXPECT_EQ(PackedRowBytes(GgmlType::kQ8_0, 64), 2 * 34);
   EXPECT_EQ(PackedBytes(GgmlType::kQ8_0, 17, 64), 32 * 68);
-  EXPECT_FALSE(CanPackRows(GgmlType::kF16));
+  // F16: groups of 16 rows, 2 bytes per row and column.
+  EXPECT_TRUE(CanPackRows(GgmlType::kF16));
+  EXPECT_EQ(PackedRowBytes(GgmlType::kF16, 7), 14);
+  EXPECT_EQ(PackedBytes(GgmlType::kF16, 17, 64), 32 * 128);
+  if (DetectSimdLevel() >= SimdLevel::kAvx512) {
+    EXPECT_STREQ(KernelName(GgmlType::kF16, SimdLevel::kAvx512, true), "avx512/f16x16");
+  }
   // BF16: groups of 16 rows, 4 bytes (a pair of columns) per row and pair.
   EXPECT_TRUE(CanPackRows(GgmlType::kBF16));
   EXPECT_EQ(PackedRowBytes(GgmlType::kBF16, 7), 16);
