@@ -235,6 +235,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
   if (quantize_q8 == nullptr) quantize_q8 = internal::QuantizeQ8Portable;
   internal::InterleaveX16Fn interleave_x16 = internal::X86InterleaveX16(level);
   if (interleave_x16 == nullptr) interleave_x16 = internal::InterleaveX16Portable;
+  internal::Bf16PairsFn bf16_pairs = internal::X86Bf16Pairs(level);
+  if (bf16_pairs == nullptr) bf16_pairs = internal::Bf16PairsPortable;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t t = r.begin(); t < r.end(); ++t) {
       const float* xt = x + t * cols;
@@ -242,8 +244,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
         for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = Fp32ToBf16(xt[c]);
       } else if (format == ActFormat::kBf16Pairs) {
         const int64_t s = p.view.group;
-        uint16_t* xt_pairs = p.xb.data() + 2 * ((t / s * ld) * s + t % s);
-        for (int64_t c = 0; c < cols; ++c) xt_pairs[2 * s * (c / 2) + c % 2] = Fp32ToBf16(xt[c]);
+        bf16_pairs(xt, cols, reinterpret_cast<uint32_t*>(p.xb.data()) + (t / s * ld) * s + t % s,
+                   s);
       } else if (format == ActFormat::kI16) {
         internal::X86I16Quantizer()(xt, cols, ld, p.xi.data() + t * ld,
                                     p.xd.data() + t * ld / kQ8Block);
@@ -540,8 +542,7 @@ struct Product {
 int64_t ProductTileRows(const Product& p) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
-  const bool float_groups =
-      packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
+  const bool float_groups = packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
   if (p.plan.conversion == RowConversion::kI16 || float_groups) {
     row_align = 32;
   } else if (packed && p.w->type == GgmlType::kQ8_0) {
@@ -649,6 +650,13 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
 }
 
 namespace internal {
+
+void Bf16PairsPortable(const float* x, int64_t cols, uint32_t* dst, int64_t stride) {
+  for (int64_t c = 0; c < cols; c += 2) {
+    const uint32_t hi = c + 1 < cols ? Fp32ToBf16(x[c + 1]) : 0;
+    dst[c / 2 * stride] = Fp32ToBf16(x[c]) | hi << 16;
+  }
+}
 
 // kQ8X16: one token's kQ8 codes (ld a multiple of 512) with each 512's 4-byte groups
 // interleaved by block (matmul_kernels.h), the scaled block sums xs and the half-block sums xsum.

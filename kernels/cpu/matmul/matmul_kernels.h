@@ -220,6 +220,13 @@ QuantizeQ8Fn X86Q8Quantizer(SimdLevel level);
 using InterleaveX16Fn = void (*)(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum);
 void InterleaveX16Portable(int8_t* xq, const float* xd, int64_t ld, float* xs, int16_t* xsum);
 InterleaveX16Fn X86InterleaveX16(SimdLevel level);
+// Writes one token's kBf16Pairs entries: pair k of x (cols values; Fp32ToBf16 of x[2k] in the
+// low half, of x[2k + 1] or 0 in the high half) at dst[k * stride]. Bf16PairsPortable is the
+// definition (matmul.cc); X86Bf16Pairs (matmul_x86.cc) writes the same bits at `level` (from
+// kAvx512; nullptr below it or off x86-64).
+using Bf16PairsFn = void (*)(const float* x, int64_t cols, uint32_t* dst, int64_t stride);
+void Bf16PairsPortable(const float* x, int64_t cols, uint32_t* dst, int64_t stride);
+Bf16PairsFn X86Bf16Pairs(SimdLevel level);
 
 // The x86 kernels for the block-quantized types other than Q8_0 (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
 // Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) at `level`; fn == nullptr when there is none. Defined in

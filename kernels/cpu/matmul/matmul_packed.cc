@@ -356,8 +356,8 @@ void PackF16Rows(const WeightView& w, uint8_t* dst) {
 }  // namespace
 
 bool CanPackRows(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16 || FieldsOf(type).bytes > 0 ||
-         SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
+  return type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16 ||
+         FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
 }
 
 bool ReadsPackedRows(GgmlType type, SimdLevel level) {
@@ -365,8 +365,7 @@ bool ReadsPackedRows(GgmlType type, SimdLevel level) {
 }
 
 int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
-  const bool groups =
-      type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16;
+  const bool groups = type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16;
   const int64_t padded = groups ? (rows + 15) / 16 * 16 : rows;
   return padded * PackedRowBytes(type, cols);
 }

@@ -1058,6 +1058,26 @@ PAGODA_MM_AVX512 void InterleaveX16Avx512(int8_t* xq, const float* xd, int64_t l
   }
 }
 
+// Bf16PairsPortable's bits 16 values (8 pairs) at a time: Fp32ToBf16's integer rounding (nearest
+// even; a NaN kept quiet with its sign and upper payload), the 16-bit halves packed in order.
+PAGODA_MM_AVX512 void Bf16PairsAvx512(const float* x, int64_t cols, uint32_t* dst, int64_t stride) {
+  const __m512i lsb = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x40);
+  int64_t c = 0;
+  for (; c + 16 <= cols; c += 16) {
+    const __m512i bits = _mm512_loadu_si512(x + c);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), lsb);
+    __m512i h = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, bias), odd), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, abs), inf);
+    h = _mm512_mask_or_epi32(h, nan, _mm512_srli_epi32(bits, 16), quiet);
+    alignas(32) uint32_t pairs[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(pairs), _mm512_cvtepi32_epi16(h));
+    for (int k = 0; k < 8; ++k) dst[(c / 2 + k) * stride] = pairs[k];
+  }
+  Bf16PairsPortable(x + c, cols - c, dst + c / 2 * stride, stride);
+}
+
 }  // namespace
 
 QuantizeQ8Fn X86Q8Quantizer(SimdLevel level) {
@@ -1066,6 +1086,10 @@ QuantizeQ8Fn X86Q8Quantizer(SimdLevel level) {
 
 InterleaveX16Fn X86InterleaveX16(SimdLevel level) {
   return level >= SimdLevel::kAvx512 ? InterleaveX16Avx512 : nullptr;
+}
+
+Bf16PairsFn X86Bf16Pairs(SimdLevel level) {
+  return level >= SimdLevel::kAvx512 ? Bf16PairsAvx512 : nullptr;
 }
 
 Kernel X86Kernel(SimdLevel level, GgmlType type) {
@@ -1099,6 +1123,7 @@ namespace pagoda::cpu::mm::internal {
 Kernel X86Kernel(SimdLevel, GgmlType) { return {}; }
 QuantizeQ8Fn X86Q8Quantizer(SimdLevel) { return nullptr; }
 InterleaveX16Fn X86InterleaveX16(SimdLevel) { return nullptr; }
+Bf16PairsFn X86Bf16Pairs(SimdLevel) { return nullptr; }
 ToBf16Fn X86Bf16Converter(GgmlType) { return nullptr; }
 Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86Q8PackedKernel() { return {}; }

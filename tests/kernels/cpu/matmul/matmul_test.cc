@@ -26,10 +26,13 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -657,6 +660,37 @@ TEST(MatMulApiTest, InterleaveX16MatchesPortableBitForBit) {
     ASSERT_EQ(q_simd, q_ref) << "ld " << ld;
     ASSERT_EQ(sum_simd, sum_ref) << "ld " << ld;
     ASSERT_EQ(0, std::memcmp(xs_simd.data(), xs_ref.data(), xs_ref.size() * sizeof(float)));
+  }
+}
+
+// The SIMD kBf16Pairs writer gives Bf16PairsPortable's bits (Fp32ToBf16: ties to even, NaN
+// quiet, denormals and infinities kept) at the stride, and writes nothing else: random values
+// with those specials mixed in, 1 to 70 columns (odd counts: a last pair with one value).
+TEST(MatMulApiTest, Bf16PairsMatchPortableBitForBit) {
+  const internal::Bf16PairsFn simd = internal::X86Bf16Pairs(DetectSimdLevel());
+  if (simd == nullptr) GTEST_SKIP() << "no SIMD bf16 pairs at " << SimdLevelName(DetectSimdLevel());
+  EXPECT_EQ(internal::X86Bf16Pairs(SimdLevel::kAvx2), nullptr);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::signaling_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::denorm_min(),
+                            1e-40f,
+                            std::bit_cast<float>(0x3f808000u),  // a tie: rounds to even
+                            std::bit_cast<float>(0x3f818000u),
+                            0.0f,
+                            -0.0f};
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t cols = 1 + static_cast<int64_t>(rng() % 70), stride = 1 + trial % 16;
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (float& v : x) v = rng() % 5 == 0 ? specials[rng() % std::size(specials)] : normal(rng);
+    const size_t n = static_cast<size_t>((cols + 1) / 2 * stride);
+    std::vector<uint32_t> ref(n, 7u), got(n, 7u);
+    internal::Bf16PairsPortable(x.data(), cols, ref.data(), stride);
+    simd(x.data(), cols, got.data(), stride);
+    ASSERT_EQ(got, ref) << "cols " << cols << " stride " << stride;
+    EXPECT_EQ(ref[0] & 0xffffu, Fp32ToBf16(x[0]));
   }
 }
 
