@@ -431,6 +431,14 @@ struct TileBuffers {
 void ConvertI16Tile(const WeightView& w, int64_t r0, int64_t nr, int64_t group_bytes,
                     TileBuffers& buf) {
   buf.tile.resize(static_cast<size_t>((nr + 15) / 16 * group_bytes));
+  // A packed F16 copy (r0 a multiple of 32: I16 tiles are two groups) is read rather than the
+  // file's rows, which sit in the mapping's 4 KiB pages.
+  const internal::ToI16LanesFn packed = internal::X86I16PackedConverter(w.type);
+  if (w.packed != nullptr && packed != nullptr) {
+    const int64_t ws = PackedRowBytes(w.type, w.cols);
+    packed(w.packed + r0 * ws, ws, nr, w.cols, buf.tile.data());
+    return;
+  }
   if (const internal::ToI16LanesFn direct = internal::X86I16Converter(w.type)) {
     direct(w.row(r0), w.row_bytes, nr, w.cols, buf.tile.data());
     return;

@@ -109,6 +109,8 @@ PAGODA_MM_VNNI inline void WidenPairs(__m512i p, __m512& even, __m512& odd) {
 // masked by m) into one I16 lane block at blk. Transposed first (as column pairs), so the 16
 // rows' scales come from vertical maxima and one vector division. A row with a NaN or inf gets a
 // NaN or inf scale (a NaN weight: NaN; inf: its code is 0 and the scale inf).
+PAGODA_MM_VNNI void PairsToI16Lanes(const __m512i (&pairs)[16], uint8_t* blk);
+
 PAGODA_MM_VNNI void F16BlockToI16Lanes(const uint8_t* w, int64_t ws, int64_t rows, __mmask32 m,
                                        uint8_t* blk) {
   __m512i in[16], pairs[16];
@@ -116,6 +118,12 @@ PAGODA_MM_VNNI void F16BlockToI16Lanes(const uint8_t* w, int64_t ws, int64_t row
     in[j] = j < rows ? _mm512_maskz_loadu_epi16(m, w + j * ws) : _mm512_setzero_si512();
   }
   Transpose16x16(in, pairs);
+  PairsToI16Lanes(pairs, blk);
+}
+
+// The column pairs of 16 rows (pairs[k] lane j: columns 2k, 2k + 1 of row j) quantized into one
+// I16 lane block at blk.
+PAGODA_MM_VNNI void PairsToI16Lanes(const __m512i (&pairs)[16], uint8_t* blk) {
   __m512 amax = _mm512_setzero_ps();
   __mmask16 nan = 0;
   PAGODA_UNROLL for (int k = 0; k < 16; ++k) {
@@ -150,6 +158,34 @@ PAGODA_MM_VNNI void F16ToI16Lanes(const uint8_t* w, int64_t ws, int64_t nr, int6
     for (int64_t b = 0; b < nb; ++b) {
       F16BlockToI16Lanes(w + 16 * g * ws + 64 * b, ws, nr - 16 * g, TailMask(cols - 32 * b),
                          dst + (g * nb + b) * kI16BlockBytes);
+    }
+  }
+}
+
+// Column c of 16 packed F16 rows (32 bytes at col + 32 c) zero-extended to 32-bit lanes; zero
+// from column n on.
+PAGODA_MM_VNNI inline __m512i PackedF16Column(const uint8_t* col, int64_t c, int64_t n) {
+  if (c >= n) return _mm512_setzero_si512();
+  return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + 32 * c)));
+}
+
+// Rows [0, nr) of packed F16 weights (PackRows: groups of 16 rows, column c of a group's rows
+// at 32 c; w at a group start, ws = PackedRowBytes) into I16 lane tiles: the same tiles as
+// F16ToI16Lanes makes from the file's rows (the pairs need no transpose: a column of 16 rows is
+// one 32-byte load).
+PAGODA_MM_VNNI void F16PackedToI16Lanes(const uint8_t* w, int64_t ws, int64_t nr, int64_t cols,
+                                        uint8_t* dst) {
+  const int64_t nb = (cols + 31) / 32, groups = (nr + 15) / 16;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* col = w + 16 * g * ws + 1024 * b;
+      const int64_t n = std::min<int64_t>(32, cols - 32 * b);
+      __m512i pairs[16];
+      PAGODA_UNROLL for (int k = 0; k < 16; ++k) {
+        pairs[k] = _mm512_or_si512(PackedF16Column(col, 2 * k, n),
+                                   _mm512_slli_epi32(PackedF16Column(col, 2 * k + 1, n), 16));
+      }
+      PairsToI16Lanes(pairs, dst + (g * nb + b) * kI16BlockBytes);
     }
   }
 }
@@ -251,6 +287,10 @@ ToI16LanesFn X86I16Converter(GgmlType type) {
   if (type == GgmlType::kF16) return F16ToI16Lanes;
   return type == GgmlType::kF32 ? F32ToI16Lanes : nullptr;
 }
+
+ToI16LanesFn X86I16PackedConverter(GgmlType type) {
+  return type == GgmlType::kF16 ? F16PackedToI16Lanes : nullptr;
+}
 QuantizeI16Fn X86I16Quantizer() { return QuantizeI16Row; }
 
 }  // namespace pagoda::cpu::mm::internal
@@ -262,6 +302,7 @@ QuantizeI16Fn X86I16Quantizer() { return QuantizeI16Row; }
 namespace pagoda::cpu::mm::internal {
 Kernel X86I16Kernel() { return {}; }
 ToI16LanesFn X86I16Converter(GgmlType) { return nullptr; }
+ToI16LanesFn X86I16PackedConverter(GgmlType) { return nullptr; }
 QuantizeI16Fn X86I16Quantizer() { return nullptr; }
 }  // namespace pagoda::cpu::mm::internal
 

@@ -201,6 +201,9 @@ constexpr int64_t kI16BlockBytes = 16 * 16 * 2 * 2 + 16 * 4;
 using ToI16LanesFn = void (*)(const uint8_t* w, int64_t ws, int64_t nr, int64_t cols, uint8_t* dst);
 Kernel X86I16Kernel();
 ToI16LanesFn X86I16Converter(GgmlType type);
+// The same tiles from a PackRows copy (w at the copy's row r0, a group start; ws =
+// PackedRowBytes): F16 (its packed groups); nullptr for other types.
+ToI16LanesFn X86I16PackedConverter(GgmlType type);
 // Quantizes one token of fp32 activations (cols values) to kI16 (xi: ld codes, zero padded;
 // xd: ld / 32 scales).
 using QuantizeI16Fn = void (*)(const float* x, int64_t cols, int64_t ld, int16_t* xi, float* xd);
