@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/matmul/matmul_tiles.h"
@@ -804,6 +805,49 @@ PAGODA_MM_BF16 void BlockBf16Dp(const uint8_t* w, int64_t ws, int64_t nr, const 
   });
 }
 
+// The packed float kernels' (BF16, F16) G x T tiles of 16-row lanes: zeroed, and stored to
+// y (token t at y + t * ldy, group g's lanes at 16 g; rows: the tile's rows left, the lanes
+// past them not stored).
+template <int G, int T>
+PAGODA_MM_AVX512 inline void ZeroGroupLanes(__m512 (&acc)[G][T]) {
+  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
+  }
+}
+template <int G, int T>
+PAGODA_MM_AVX512 inline void StoreGroupLanes(const __m512 (&acc)[G][T], float* y, int64_t ldy,
+                                             int64_t rows) {
+  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
+    const int64_t left = rows - 16 * g;
+    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      _mm512_mask_storeu_ps(y + t * ldy + 16 * g, m, acc[g][t]);
+    }
+  }
+}
+
+// Walks ng row groups x nt tokens (from t0) of a packed float kernel in register tiles,
+// tile.template operator()<G, T>(g, t): one token 4 groups at a time (4 weight streams), more
+// tokens 2 groups x up to 8 tokens, a tile never crossing a boundary of token_group tokens.
+template <typename Tile>
+inline void ForEachGroupTile(int64_t ng, int64_t t0, int64_t nt, int64_t token_group, Tile&& tile) {
+  if (nt == 1) {
+    for (int64_t g = 0; g < ng; g += 4) {
+      ForTile<4, 1>(std::min<int64_t>(4, ng - g), 1,
+                    [&]<int G, int T>() { tile.template operator()<G, T>(g, 0); });
+    }
+    return;
+  }
+  for (int64_t g = 0; g < ng; g += 2) {
+    for (int64_t t = 0; t < nt;) {
+      const int64_t n = std::min({int64_t{8}, nt - t, token_group - (t0 + t) % token_group});
+      ForTile<2, 8>(std::min<int64_t>(2, ng - g), n,
+                    [&]<int G, int T>() { tile.template operator()<G, T>(g, t); });
+      t += n;
+    }
+  }
+}
+
 // Packed BF16 rows (matmul_kernels.h X86Bf16PackedKernel) in register tiles of G row groups x T
 // tokens: per pair, G weight vectors and T broadcast activation pairs, G x T vdpbf16ps into
 // one fp32 lane per (row, token). x: the tile's first token's pairs, `step` uint32 apart per
@@ -816,9 +860,7 @@ PAGODA_MM_BF16 void TileBf16Packed(const uint8_t* w, int64_t gs, int64_t np, con
                                    int64_t step, bool prefetch, float* y, int64_t ldy,
                                    int64_t rows) {
   __m512 acc[G][T];
-  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
-  }
+  ZeroGroupLanes(acc);
   for (int64_t k = 0; k < np; ++k) {
     __m512bh wv[G];
     PAGODA_UNROLL for (int g = 0; g < G; ++g) {
@@ -833,13 +875,7 @@ PAGODA_MM_BF16 void TileBf16Packed(const uint8_t* w, int64_t gs, int64_t np, con
       }
     }
   }
-  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-    const int64_t left = rows - 16 * g;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      _mm512_mask_storeu_ps(y + t * ldy + 16 * g, m, acc[g][t]);
-    }
-  }
+  StoreGroupLanes(acc, y, ldy, rows);
 }
 
 // Rows [0, nr) of a tile (nr counted from a group start; w_stride: PackedRowBytes) x tokens
@@ -848,27 +884,12 @@ PAGODA_MM_BF16 void BlockBf16Packed(const uint8_t* w, int64_t ws, int64_t nr, co
                                     int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t gs = 16 * ws, np = ws / 4, ng = (nr + 15) / 16, s = a.group;
   const auto* xg = reinterpret_cast<const uint32_t*>(a.xb);
-  const auto tile = [&]<int G, int T>(int64_t g, int64_t t) {
+  // Token tiles never cross a group of s tokens (t0 is a multiple of s: 16, or 0).
+  ForEachGroupTile(ng, t0, nt, s, [&]<int G, int T>(int64_t g, int64_t t) {
     const int64_t tok = t0 + t;
     TileBf16Packed<G, T>(w + g * gs, gs, np, xg + (tok / s * np) * s + tok % s, s, nt <= 8,
                          y + t * ldy + 16 * g, ldy, nr - 16 * g);
-  };
-  if (nt == 1) {
-    for (int64_t g = 0; g < ng; g += 4) {
-      ForTile<4, 1>(std::min<int64_t>(4, ng - g), 1,
-                    [&]<int G, int T>() { tile.template operator()<G, T>(g, 0); });
-    }
-    return;
-  }
-  for (int64_t g = 0; g < ng; g += 2) {
-    // Token tiles never cross a group of s tokens (t0 is a multiple of s: 16, or 0).
-    for (int64_t t = 0; t < nt;) {
-      const int64_t n = std::min({int64_t{8}, nt - t, s - (t0 + t) % s});
-      ForTile<2, 8>(std::min<int64_t>(2, ng - g), n,
-                    [&]<int G, int T>() { tile.template operator()<G, T>(g, t); });
-      t += n;
-    }
-  }
+  });
 }
 
 // Packed F16 rows (matmul_kernels.h X86F16PackedKernel) in register tiles of G row groups x T
@@ -882,9 +903,7 @@ PAGODA_MM_AVX512 void TileF16Packed(const uint8_t* w, int64_t gs, int64_t cols, 
                                     int64_t ldx, bool prefetch, float* y, int64_t ldy,
                                     int64_t rows) {
   __m512 acc[G][T];
-  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
-  }
+  ZeroGroupLanes(acc);
   for (int64_t c = 0; c < cols; ++c) {
     __m512 wv[G];
     PAGODA_UNROLL for (int g = 0; g < G; ++g) {
@@ -899,13 +918,7 @@ PAGODA_MM_AVX512 void TileF16Packed(const uint8_t* w, int64_t gs, int64_t cols, 
       PAGODA_UNROLL for (int g = 0; g < G; ++g) acc[g][t] = _mm512_fmadd_ps(wv[g], xv, acc[g][t]);
     }
   }
-  PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-    const int64_t left = rows - 16 * g;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      _mm512_mask_storeu_ps(y + t * ldy + 16 * g, m, acc[g][t]);
-    }
-  }
+  StoreGroupLanes(acc, y, ldy, rows);
 }
 
 // Rows [0, nr) of a tile (from a group start; w_stride: PackedRowBytes) x tokens [t0, t0 + nt):
@@ -913,23 +926,11 @@ PAGODA_MM_AVX512 void TileF16Packed(const uint8_t* w, int64_t gs, int64_t cols, 
 PAGODA_MM_AVX512 void BlockF16Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                      int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t gs = 16 * ws, ng = (nr + 15) / 16;
-  const auto tile = [&]<int G, int T>(int64_t g, int64_t t) {
-    TileF16Packed<G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols, a.cols, nt <= 8,
-                        y + t * ldy + 16 * g, ldy, nr - 16 * g);
-  };
-  if (nt == 1) {
-    for (int64_t g = 0; g < ng; g += 4) {
-      ForTile<4, 1>(std::min<int64_t>(4, ng - g), 1,
-                    [&]<int G, int T>() { tile.template operator()<G, T>(g, 0); });
-    }
-    return;
-  }
-  for (int64_t g = 0; g < ng; g += 2) {
-    for (int64_t t = 0; t < nt; t += 8) {
-      ForTile<2, 8>(std::min<int64_t>(2, ng - g), std::min<int64_t>(8, nt - t),
-                    [&]<int G, int T>() { tile.template operator()<G, T>(g, t); });
-    }
-  }
+  ForEachGroupTile(ng, t0, nt, std::numeric_limits<int64_t>::max(),
+                   [&]<int G, int T>(int64_t g, int64_t t) {
+                     TileF16Packed<G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols, a.cols,
+                                         nt <= 8, y + t * ldy + 16 * g, ldy, nr - 16 * g);
+                   });
 }
 
 // ------------------------------------------------------------------ bf16 conversions ----
