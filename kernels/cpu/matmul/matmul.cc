@@ -544,9 +544,9 @@ struct Product {
 };
 
 // Rows per task of product p (see TileRows): I16 tiles are whole groups of 16 rows, two groups
-// per kernel tile; packed BF16 rows too (two groups make the batched kernel's 16-accumulator
-// tile: pagoda_bench_matmul BF16 down 2048 x 5632, 512 tokens, 448-492 GFLOP/s with tiles of
-// one group, 659-704 with two); packed Q8_0 rows come in groups of 16.
+// per kernel tile; packed BF16 and F16 rows too (two groups make their batched kernels'
+// 16-accumulator tile: pagoda_bench_matmul BF16 down 2048 x 5632, 512 tokens, 448-492 GFLOP/s
+// with tiles of one group, 659-704 with two); packed Q8_0 rows come in groups of 16.
 int64_t ProductTileRows(const Product& p) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
