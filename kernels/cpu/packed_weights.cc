@@ -33,14 +33,15 @@ uint8_t* PackedWeights::Allocate(int64_t bytes) {
 // then convert the file's rows. F32 was not measured: it stays mapped.
 void PackedWeights::PackView(WeightView& view, SimdLevel level) {
   if (view.data == nullptr || view.rows <= 0) return;
-  if (view.type == GgmlType::kF16 && !mm::ReadsPackedRows(view.type, level)) {
+  const bool packs = mm::ReadsPackedRows(view.type, level);
+  if (view.type == GgmlType::kF16 && !packs) {
     const int64_t bytes = view.rows * view.row_bytes;
     uint8_t* p = Allocate(bytes);
     std::memcpy(p, view.data, static_cast<size_t>(bytes));
     view.data = p;
     return;
   }
-  if (!mm::ReadsPackedRows(view.type, level)) return;
+  if (!packs) return;
   uint8_t* p = Allocate(mm::PackedBytes(view.type, view.rows, view.cols));
   mm::PackRows(view, p);
   view.packed = p;

@@ -180,10 +180,12 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
     p.view.ld = (cols + 31) / 32 * 32;
     p.xb.assign(static_cast<size_t>(n * p.view.ld), 0);
   } else if (format == ActFormat::kBf16Pairs) {
+    // Prepare writes every pair of the n tokens; the last group's slots past them are never
+    // read (the kernel's token tiles stop at n), so nothing is zeroed on each call.
     p.view.ld = (cols + 1) / 2;
     p.view.group = std::min<int64_t>(16, n);
     const int64_t groups = (n + p.view.group - 1) / p.view.group;
-    p.xb.assign(static_cast<size_t>(2 * groups * p.view.group * p.view.ld), 0);
+    p.xb.resize(static_cast<size_t>(2 * groups * p.view.group * p.view.ld));
   } else if (format == ActFormat::kI16) {
     p.view.ld = (cols + kQ8Block - 1) / kQ8Block * kQ8Block;
     p.xi.resize(static_cast<size_t>(n * p.view.ld));

@@ -319,35 +319,22 @@ void PackQ8Rows(const WeightView& w, uint8_t* dst) {
   });
 }
 
-// BF16 in groups of 16 rows, pairs of columns interleaved by row (matmul_kernels.h
-// X86Bf16PackedKernel); a missing last column and the rows past w.rows are zero.
-void PackBf16Rows(const WeightView& w, uint8_t* dst) {
-  const int64_t pairs = (w.cols + 1) / 2, groups = (w.rows + 15) / 16;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups), [&](const auto& range) {
+// 16-bit float rows in groups of 16 rows, `step` columns of the 16 rows side by side (BF16: 2,
+// a pair of columns per 32-bit lane; F16: 1), as their kernels read them (matmul_kernels.h
+// X86Bf16PackedKernel, X86F16PackedKernel): element c of the group's row r at element
+// 16 step (c / step) + step r + c % step. A missing last column and the rows past w.rows are
+// zero.
+void PackFloatGroups(const WeightView& w, int64_t step, uint8_t* dst) {
+  const int64_t group = 16 * step * ((w.cols + step - 1) / step);  // elements
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, (w.rows + 15) / 16), [&](const auto& range) {
     for (int64_t g = range.begin(); g < range.end(); ++g) {
-      auto* out = reinterpret_cast<uint16_t*>(dst + g * 64 * pairs);
-      std::memset(out, 0, static_cast<size_t>(64 * pairs));
+      auto* out = reinterpret_cast<uint16_t*>(dst) + g * group;
+      std::memset(out, 0, static_cast<size_t>(2 * group));
       for (int64_t r = 0; r < 16 && 16 * g + r < w.rows; ++r) {
         const uint8_t* row = w.row(16 * g + r);
         for (int64_t c = 0; c < w.cols; ++c) {
-          std::memcpy(out + 32 * (c / 2) + 2 * r + c % 2, row + 2 * c, 2);
+          std::memcpy(out + 16 * step * (c / step) + step * r + c % step, row + 2 * c, 2);
         }
-      }
-    }
-  });
-}
-
-// F16 in groups of 16 rows, each column of the 16 rows side by side (matmul_kernels.h
-// X86F16PackedKernel); the rows past w.rows are zero.
-void PackF16Rows(const WeightView& w, uint8_t* dst) {
-  const int64_t groups = (w.rows + 15) / 16;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups), [&](const auto& range) {
-    for (int64_t g = range.begin(); g < range.end(); ++g) {
-      auto* out = reinterpret_cast<uint16_t*>(dst + g * 32 * w.cols);
-      std::memset(out, 0, static_cast<size_t>(32 * w.cols));
-      for (int64_t r = 0; r < 16 && 16 * g + r < w.rows; ++r) {
-        const uint8_t* row = w.row(16 * g + r);
-        for (int64_t c = 0; c < w.cols; ++c) std::memcpy(out + 16 * c + r, row + 2 * c, 2);
       }
     }
   });
@@ -384,8 +371,8 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 
 void PackRows(const WeightView& w, uint8_t* dst) {
   if (w.type == GgmlType::kQ8_0) return PackQ8Rows(w, dst);
-  if (w.type == GgmlType::kBF16) return PackBf16Rows(w, dst);
-  if (w.type == GgmlType::kF16) return PackF16Rows(w, dst);
+  if (w.type == GgmlType::kBF16) return PackFloatGroups(w, 2, dst);
+  if (w.type == GgmlType::kF16) return PackFloatGroups(w, 1, dst);
   if (const HalfFields f = HalfFieldsOf(w.type); f.bytes > 0) return PackHalfRows(w, f, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);
