@@ -25,7 +25,13 @@ using internal::Activations;
 using internal::Kernel;
 
 constexpr int64_t kQ8Block = 32;
-constexpr int64_t kTileBytes = 256 * 1024;   // weight bytes per row tile (L2-sized)
+constexpr int64_t kTileBytes = 256 * 1024;  // weight bytes per row tile (L2-sized)
+// Weight bytes per row tile of the packed block-quantized GEMV (GemvX16, rows in 4 streams of
+// 16-row blocks per tile: whole tiles of 64 rows). A harness of MatMul calls over 25 distinct
+// 11264 x 2048 Q4_K matrices alternated with the read loop, GEMV GB/s over read GB/s, 3
+// interleaved rounds: 256 KiB tiles 0.827-0.862, 1 MiB 0.862-0.953.
+constexpr int64_t kGemvTileBytes = 1024 * 1024;
+constexpr int64_t kGemvRowAlign = 64;
 constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token chunk
 constexpr int64_t kMinTiles = 8;             // tasks per call, for load balance
 
@@ -293,8 +299,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
 }
 
 // Rows per task: about kTileBytes of weights, a multiple of `align`, at least kMinTiles tasks.
-int64_t TileRows(int64_t rows, int64_t row_bytes, int64_t align) {
-  const int64_t tile = kTileBytes / std::max<int64_t>(1, row_bytes) / align * align;
+int64_t TileRows(int64_t rows, int64_t row_bytes, int64_t align, int64_t tile_bytes) {
+  const int64_t tile = tile_bytes / std::max<int64_t>(1, row_bytes) / align * align;
   const int64_t balanced = ((rows + kMinTiles - 1) / kMinTiles + align - 1) / align * align;
   return std::max(align, std::min(tile, balanced));
 }
@@ -549,16 +555,22 @@ struct Product {
 // per kernel tile; packed BF16 and F16 rows too (two groups make their batched kernels'
 // 16-accumulator tile: pagoda_bench_matmul BF16 down 2048 x 5632, 512 tokens, 448-492 GFLOP/s
 // with tiles of one group, 659-704 with two); packed Q8_0 rows come in groups of 16.
-int64_t ProductTileRows(const Product& p) {
+// The packed block-quantized GEMV (the X16 kernels: all packed types but BF16, F16 and Q8_0)
+// takes kGemvTileBytes in whole tiles of kGemvRowAlign rows.
+int64_t ProductTileRows(const Product& p, int64_t n_tokens) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
+  int64_t tile_bytes = kTileBytes;
   const bool float_groups = packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
   if (p.plan.conversion == RowConversion::kI16 || float_groups) {
     row_align = 32;
   } else if (packed && p.w->type == GgmlType::kQ8_0) {
     row_align = 16;
+  } else if (packed && n_tokens == 1) {
+    row_align = kGemvRowAlign;
+    tile_bytes = kGemvTileBytes;
   }
-  return TileRows(p.w->rows, TileRowBytes(*p.w, p.plan.conversion), row_align);
+  return TileRows(p.w->rows, TileRowBytes(*p.w, p.plan.conversion), row_align, tile_bytes);
 }
 
 // Runs the products (same cols; plans that read the same activation format, prepared once in
@@ -567,7 +579,7 @@ int64_t ProductTileRows(const Product& p) {
 void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens) {
   int64_t n_tiles = 0;
   for (Product& p : products) {
-    p.tile_rows = ProductTileRows(p);
+    p.tile_rows = ProductTileRows(p, n_tokens);
     p.first_tile = n_tiles;
     n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
   }
