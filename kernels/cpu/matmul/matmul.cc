@@ -26,10 +26,15 @@ using internal::Kernel;
 
 constexpr int64_t kQ8Block = 32;
 constexpr int64_t kTileBytes = 256 * 1024;  // weight bytes per row tile (L2-sized)
-// Weight bytes per row tile of the packed block-quantized GEMV (GemvX16, rows in 4 streams of
-// 16-row blocks per tile: whole tiles of 64 rows). A harness of MatMul calls over 25 distinct
-// 11264 x 2048 Q4_K matrices alternated with the read loop, GEMV GB/s over read GB/s, 3
-// interleaved rounds: 256 KiB tiles 0.827-0.862, 1 MiB 0.862-0.953.
+// Weight bytes per row tile of the GEMV of packed rows, in whole tiles of 64 rows: the
+// kernels walk 4 weight streams per tile (GemvX16: 4 quarters of the tile; Q8_0, BF16, F16: 4
+// groups of 16 rows side by side), which tiles of 256 KiB cut to 2 where rows are long (5632
+// columns of F16: 2 groups). A harness of MatMul calls over 25 distinct 11264 x 2048 Q4_K
+// matrices alternated with the read loop, GEMV GB/s over read GB/s, 3 interleaved rounds:
+// 256 KiB tiles 0.827-0.862, 1 MiB 0.862-0.953. bench model --interleave-bandwidth (128 + 64),
+// 256 KiB tiles of 16 (Q8_0) or 32 rows (BF16, F16) / these, interleaved: medium32k-q8_0 37.49
+// tok/s at 52.5 GB/s / 38.50 at 51.6, 34.91 at 47.9 / 38.08 at 49.7; bf16 23.61 at 49.1 /
+// 26.04 at 48.7, 23.15 at 46.7 / 25.63 at 49.3; f16 20.36 at 42.7 / 22.28 at 45.1.
 constexpr int64_t kGemvTileBytes = 1024 * 1024;
 constexpr int64_t kGemvRowAlign = 64;
 constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token chunk
@@ -555,20 +560,19 @@ struct Product {
 // per kernel tile; packed BF16 and F16 rows too (two groups make their batched kernels'
 // 16-accumulator tile: pagoda_bench_matmul BF16 down 2048 x 5632, 512 tokens, 448-492 GFLOP/s
 // with tiles of one group, 659-704 with two); packed Q8_0 rows come in groups of 16.
-// The packed block-quantized GEMV (the X16 kernels: all packed types but BF16, F16 and Q8_0)
-// takes kGemvTileBytes in whole tiles of kGemvRowAlign rows.
+// The GEMV of packed rows takes kGemvTileBytes in whole tiles of kGemvRowAlign rows.
 int64_t ProductTileRows(const Product& p, int64_t n_tokens) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
   int64_t tile_bytes = kTileBytes;
   const bool float_groups = packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
-  if (p.plan.conversion == RowConversion::kI16 || float_groups) {
+  if (packed && n_tokens == 1) {
+    row_align = kGemvRowAlign;
+    tile_bytes = kGemvTileBytes;
+  } else if (p.plan.conversion == RowConversion::kI16 || float_groups) {
     row_align = 32;
   } else if (packed && p.w->type == GgmlType::kQ8_0) {
     row_align = 16;
-  } else if (packed && n_tokens == 1) {
-    row_align = kGemvRowAlign;
-    tile_bytes = kGemvTileBytes;
   }
   return TileRows(p.w->rows, TileRowBytes(*p.w, p.plan.conversion), row_align, tile_bytes);
 }
