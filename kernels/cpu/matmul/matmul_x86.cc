@@ -539,6 +539,8 @@ inline constexpr int64_t kQ8GroupPrefetch = 8 * kQ8GroupBlockBytes;
 inline constexpr int64_t kQ8SpanBlocks = 8;
 inline constexpr int64_t kQ8ChunkGroups = 8;
 inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
+inline constexpr int kQ8PairTileTokens = 6;      // tokens per GroupPairQ8Rows tile
+inline constexpr int64_t kQ8PairMinTokens = 32;  // calls with fewer tokens: one group per pass
 
 // Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
 // (xg, xgc, xgd; t0 .. t0 + T - 1 within one group), every token at a fixed offset from one
@@ -618,6 +620,61 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t 
     }
   }
   PAGODA_UNROLL for (int t = 0; t < T; ++t) _mm512_store_ps(acc_io + 16 * t, acc[t]);
+}
+
+// Two groups of 16 rows (at g and g + gs) x T tokens of the token groups over blocks [b0, b1):
+// per group GroupQ8Rows<T, true>'s arithmetic (the same bits), each token's 4 activation bytes
+// broadcast once into a register for both groups' vpdpbusd. A block takes 8 T broadcasts and 16
+// weight loads for 16 T vpdpbusd where GroupQ8Rows<8> takes 64 + 8 loads for 64: its
+// broadcasts, one load each, kept the load ports busier than vpdpbusd. acc0_io / acc1_io: the
+// groups' fp32 sums (16 floats per token); pf: as GroupQ8Rows', for both groups (pf, pf + gs).
+template <int T>
+PAGODA_MM_VNNI void GroupPairQ8Rows(const uint8_t* g, int64_t gs, const Activations& a, int64_t t0,
+                                    int64_t b0, int64_t b1, float* acc0_io, float* acc1_io,
+                                    const uint8_t* pf) {
+  const Q8Tokens<true> x{a, t0, a.ld / 32};
+  float* const io[2] = {acc0_io, acc1_io};
+  __m512 acc[2][T];
+  PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[h][t] = _mm512_load_ps(io[h] + 16 * t);
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* blk[2] = {g + b * kQ8GroupBlockBytes, g + gs + b * kQ8GroupBlockBytes};
+    if (pf != nullptr) {
+      const char* line = reinterpret_cast<const char*>(pf + (b - b0) * kQ8GroupBlockBytes);
+      PAGODA_UNROLL for (int k = 0; k < 9; ++k) {
+        _mm_prefetch(line + 64 * k, _MM_HINT_T0);
+        _mm_prefetch(line + gs + 64 * k, _MM_HINT_T0);
+      }
+    }
+    __m512 wd[2];
+    __m512i dot[2][T];
+    PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
+      wd[h] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[h] + 512)));
+    }
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) dot[0][t] = dot[1][t] = x.Start(b, t);
+    PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
+      const __m512i w0 = _mm512_loadu_si512(blk[0] + 64 * k);
+      const __m512i w1 = _mm512_loadu_si512(blk[1] + 64 * k);
+      PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+        int32_t four;
+        std::memcpy(&four, x.Codes(b, t, k), 4);
+        const __m512i xv = _mm512_set1_epi32(four);
+        dot[0][t] = _mm512_dpbusd_epi32(dot[0][t], w0, xv);
+        dot[1][t] = _mm512_dpbusd_epi32(dot[1][t], w1, xv);
+      }
+    }
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      const __m512 xd = _mm512_set1_ps(x.Scale(b, t));
+      PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
+        acc[h][t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[h][t]), _mm512_mul_ps(xd, wd[h]), acc[h][t]);
+      }
+    }
+  }
+  PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) _mm512_store_ps(io[h] + 16 * t, acc[h][t]);
+  }
 }
 
 // One token over G groups of 16 rows at w (gs bytes apart) side by side: each group's
@@ -716,13 +773,26 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
       for (int64_t g = 0; g < ng; ++g) std::fill_n(acc[g][0], ns * 16, 0.0f);
       for (int64_t b0 = 0; b0 < nb; b0 += kQ8SpanBlocks) {
         const int64_t b1 = std::min(nb, b0 + kQ8SpanBlocks);
-        for (int64_t g = 0; g < ng; ++g) {
+        for (int64_t g = 0; g < ng;) {
           const uint8_t* wg = w + (g0 + g) * gs;
+          // Groups in this pass: a pair from kQ8PairMinTokens tokens (unless the last), else one.
+          const int64_t step = nt >= kQ8PairMinTokens && g + 1 < ng ? 2 : 1;
           // The next group's span; after the chunk's last group the first one's next span, or
           // after the last span the next chunk's start.
-          const uint8_t* next = g + 1 < ng ? wg + gs + b0 * kQ8GroupBlockBytes
-                                : b1 < nb  ? w + g0 * gs + b1 * kQ8GroupBlockBytes
-                                           : wg + gs;
+          const uint8_t* next = g + step < ng ? wg + step * gs + b0 * kQ8GroupBlockBytes
+                                : b1 < nb     ? w + g0 * gs + b1 * kQ8GroupBlockBytes
+                                              : wg + step * gs;
+          if (step == 2) {
+            for (int64_t t = 0; t < ns; t += kQ8PairTileTokens) {
+              ForTile<1, kQ8PairTileTokens>(
+                  1, std::min<int64_t>(kQ8PairTileTokens, ns - t), [&]<int R, int T>() {
+                    GroupPairQ8Rows<T>(wg, gs, a, t0 + ts + t, b0, b1, acc[g][t], acc[g + 1][t],
+                                       ts == 0 && t == 0 ? next : nullptr);
+                  });
+            }
+            g += 2;
+            continue;
+          }
           for (int64_t t = 0; t < ns; t += kQ8MaxTileTokens) {
             ForTile<1, kQ8MaxTileTokens>(
                 1, std::min<int64_t>(kQ8MaxTileTokens, ns - t), [&]<int R, int T>() {
@@ -730,6 +800,7 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
                                        ts == 0 && t == 0 ? next : nullptr);
                 });
           }
+          g += 1;
         }
       }
       for (int64_t g = 0; g < ng; ++g) {
