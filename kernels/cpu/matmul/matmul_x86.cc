@@ -539,7 +539,7 @@ inline constexpr int64_t kQ8GroupPrefetch = 8 * kQ8GroupBlockBytes;
 inline constexpr int64_t kQ8SpanBlocks = 8;
 inline constexpr int64_t kQ8ChunkGroups = 8;
 inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
-inline constexpr int kQ8PairTileTokens = 6;      // tokens per GroupPairQ8Rows tile
+inline constexpr int kQ8PairTileTokens = 6;      // tokens per two-group GroupQ8Rows tile
 inline constexpr int64_t kQ8PairMinTokens = 32;  // calls with fewer tokens: one group per pass
 
 // Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
@@ -570,156 +570,91 @@ struct Q8Tokens {
   }
 };
 
-// One group of 16 rows at g x T tokens over blocks [b0, b1): each weight vector feeds T
-// vpdpbusd, each with its token's 4 activation bytes broadcast from memory (kGrouped: as the
-// instruction's own {1to16} operand, which GCC 12 does not fold from the intrinsics). acc (16
-// floats per token): the fp32 sums carried between block ranges. pf: each block's 9 lines are
-// prefetched at pf + (b - b0) * kQ8GroupBlockBytes (nullptr: none).
-template <int T, bool kGrouped>
-PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, const Activations& a, int64_t t0, int64_t b0,
-                                int64_t b1, float* acc_io, const uint8_t* pf) {
+// G groups of 16 rows (at g, g + gs) x T tokens over blocks [b0, b1): each weight vector feeds
+// T vpdpbusd with its token's 4 activation bytes broadcast. One group of the token groups
+// (kGrouped, G = 1) takes them from memory as the instruction's own {1to16} operand (which GCC
+// 12 does not fold from the intrinsics); otherwise they are broadcast once into a register for
+// every group's vpdpbusd (G groups: G weight streams in flight at once). For two groups: a block
+// takes 8 T broadcasts and 16 weight loads for 16 T vpdpbusd where one group of 8 tokens takes 64 +
+// 8 loads for 64, its broadcasts keeping the load ports busier than vpdpbusd. Per group the
+// arithmetic is the same for every G and T (the int32 chains are exact). acc_io (16 floats per
+// token, group h's at acc_io + h * acc_gs): the fp32 sums carried between block ranges. pf: each
+// block's 9 lines of each group are prefetched at pf + h * gs + (b - b0) * kQ8GroupBlockBytes
+// (nullptr: none).
+template <int G, int T, bool kGrouped>
+PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, int64_t gs, const Activations& a, int64_t t0,
+                                int64_t b0, int64_t b1, float* acc_io, int64_t acc_gs,
+                                const uint8_t* pf) {
   const Q8Tokens<kGrouped> x{a, t0, a.ld / 32};
-  __m512 acc[T];
-  PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[t] = _mm512_load_ps(acc_io + 16 * t);
-  // Two int32 chains per token hide vpdpbusd's latency for few tokens; from 4 the others do.
-  // Exact either way.
-  constexpr int kChains = T < 4 ? 2 : 1;
+  __m512 acc[G][T];
+  PAGODA_UNROLL for (int h = 0; h < G; ++h) {
+    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+      acc[h][t] = _mm512_load_ps(acc_io + h * acc_gs + 16 * t);
+    }
+  }
+  // Two int32 chains per (group, token) hide vpdpbusd's latency for few of them; from 4 the
+  // others do. Exact either way.
+  constexpr int kChains = G * T < 4 ? 2 : 1;
   for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* blk = g + b * kQ8GroupBlockBytes;
     if (pf != nullptr) {
       const char* line = reinterpret_cast<const char*>(pf + (b - b0) * kQ8GroupBlockBytes);
-      PAGODA_UNROLL for (int k = 0; k < 9; ++k) _mm_prefetch(line + 64 * k, _MM_HINT_T0);
+      PAGODA_UNROLL for (int h = 0; h < G; ++h) {
+        PAGODA_UNROLL for (int k = 0; k < 9; ++k) _mm_prefetch(line + h * gs + 64 * k, _MM_HINT_T0);
+      }
     }
-    const __m512 wd =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
-    __m512i dot[T][kChains];
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      dot[t][0] = x.Start(b, t);
-      if constexpr (kChains == 2) dot[t][kChains - 1] = _mm512_setzero_si512();
+    __m512 wd[G];
+    __m512i dot[G][T][kChains];
+    PAGODA_UNROLL for (int h = 0; h < G; ++h) {
+      const uint8_t* blk = g + h * gs + b * kQ8GroupBlockBytes;
+      wd[h] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
+      PAGODA_UNROLL for (int t = 0; t < T; ++t) {
+        dot[h][t][0] = x.Start(b, t);
+        if constexpr (kChains == 2) dot[h][t][kChains - 1] = _mm512_setzero_si512();
+      }
     }
     PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
-      const __m512i wv = _mm512_loadu_si512(blk + 64 * k);
+      __m512i wv[G];
+      PAGODA_UNROLL for (int h = 0; h < G; ++h) {
+        wv[h] = _mm512_loadu_si512(g + h * gs + b * kQ8GroupBlockBytes + 64 * k);
+      }
       PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-        __m512i& d = dot[t][k % kChains];
-        if constexpr (kGrouped) {
+        if constexpr (kGrouped && G == 1) {
           asm("vpdpbusd %[x]%{1to16%}, %[w], %[d]"
-              : [d] "+v"(d)
-              : [w] "v"(wv), [x] "m"(*reinterpret_cast<const int32_t*>(x.Codes(b, t, k))));
+              : [d] "+v"(dot[0][t][k % kChains])
+              : [w] "v"(wv[0]), [x] "m"(*reinterpret_cast<const int32_t*>(x.Codes(b, t, k))));
         } else {
           int32_t four;
           std::memcpy(&four, x.Codes(b, t, k), 4);
-          d = _mm512_dpbusd_epi32(d, wv, _mm512_set1_epi32(four));
+          const __m512i xv = _mm512_set1_epi32(four);
+          PAGODA_UNROLL for (int h = 0; h < G; ++h) {
+            dot[h][t][k % kChains] = _mm512_dpbusd_epi32(dot[h][t][k % kChains], wv[h], xv);
+          }
         }
       }
     }
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const __m512 xd = _mm512_set1_ps(x.Scale(b, t));
-      const __m512i isum =
-          kChains == 2 ? _mm512_add_epi32(dot[t][0], dot[t][kChains - 1]) : dot[t][0];
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd), acc[t]);
-    }
-  }
-  PAGODA_UNROLL for (int t = 0; t < T; ++t) _mm512_store_ps(acc_io + 16 * t, acc[t]);
-}
-
-// Two groups of 16 rows (at g and g + gs) x T tokens of the token groups over blocks [b0, b1):
-// per group GroupQ8Rows<T, true>'s arithmetic (the same bits), each token's 4 activation bytes
-// broadcast once into a register for both groups' vpdpbusd. A block takes 8 T broadcasts and 16
-// weight loads for 16 T vpdpbusd where GroupQ8Rows<8> takes 64 + 8 loads for 64: its
-// broadcasts, one load each, kept the load ports busier than vpdpbusd. acc0_io / acc1_io: the
-// groups' fp32 sums (16 floats per token); pf: as GroupQ8Rows', for both groups (pf, pf + gs).
-template <int T>
-PAGODA_MM_VNNI void GroupPairQ8Rows(const uint8_t* g, int64_t gs, const Activations& a, int64_t t0,
-                                    int64_t b0, int64_t b1, float* acc0_io, float* acc1_io,
-                                    const uint8_t* pf) {
-  const Q8Tokens<true> x{a, t0, a.ld / 32};
-  float* const io[2] = {acc0_io, acc1_io};
-  __m512 acc[2][T];
-  PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) acc[h][t] = _mm512_load_ps(io[h] + 16 * t);
-  }
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* blk[2] = {g + b * kQ8GroupBlockBytes, g + gs + b * kQ8GroupBlockBytes};
-    if (pf != nullptr) {
-      const char* line = reinterpret_cast<const char*>(pf + (b - b0) * kQ8GroupBlockBytes);
-      PAGODA_UNROLL for (int k = 0; k < 9; ++k) {
-        _mm_prefetch(line + 64 * k, _MM_HINT_T0);
-        _mm_prefetch(line + gs + 64 * k, _MM_HINT_T0);
+      PAGODA_UNROLL for (int h = 0; h < G; ++h) {
+        const __m512i isum =
+            kChains == 2 ? _mm512_add_epi32(dot[h][t][0], dot[h][t][kChains - 1]) : dot[h][t][0];
+        acc[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd[h]), acc[h][t]);
       }
     }
-    __m512 wd[2];
-    __m512i dot[2][T];
-    PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
-      wd[h] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[h] + 512)));
-    }
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) dot[0][t] = dot[1][t] = x.Start(b, t);
-    PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
-      const __m512i w0 = _mm512_loadu_si512(blk[0] + 64 * k);
-      const __m512i w1 = _mm512_loadu_si512(blk[1] + 64 * k);
-      PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-        int32_t four;
-        std::memcpy(&four, x.Codes(b, t, k), 4);
-        const __m512i xv = _mm512_set1_epi32(four);
-        dot[0][t] = _mm512_dpbusd_epi32(dot[0][t], w0, xv);
-        dot[1][t] = _mm512_dpbusd_epi32(dot[1][t], w1, xv);
-      }
-    }
+  }
+  PAGODA_UNROLL for (int h = 0; h < G; ++h) {
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
-      const __m512 xd = _mm512_set1_ps(x.Scale(b, t));
-      PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
-        acc[h][t] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[h][t]), _mm512_mul_ps(xd, wd[h]), acc[h][t]);
-      }
+      _mm512_store_ps(acc_io + h * acc_gs + 16 * t, acc[h][t]);
     }
-  }
-  PAGODA_UNROLL for (int h = 0; h < 2; ++h) {
-    PAGODA_UNROLL for (int t = 0; t < T; ++t) _mm512_store_ps(io[h] + 16 * t, acc[h][t]);
   }
 }
 
-// One token over G groups of 16 rows at w (gs bytes apart) side by side: each group's
-// arithmetic is GroupQ8Rows<1, false>'s (the same bits), the groups' blocks interleaved so that
-// G weight streams are in flight at once, each prefetched kQ8GemvAhead blocks ahead. y: 16 * G.
+// The GEMV's prefetch distance per weight stream, in blocks (BlockQ8Packed).
 inline constexpr int64_t kQ8GemvAhead = 8;
-template <int G>
-PAGODA_MM_VNNI void GroupsQ8One(const uint8_t* w, int64_t gs, const Activations& a, int64_t t0,
-                                float* y) {
-  const Q8Tokens<false> x{a, t0, a.ld / 32};
-  const int64_t nb = a.cols / 32;
-  __m512 acc[G];
-  PAGODA_UNROLL for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m512 wd[G];
-    __m512i dot[G][2];
-    PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-      const uint8_t* blk = w + g * gs + b * kQ8GroupBlockBytes;
-      const char* line = reinterpret_cast<const char*>(blk + kQ8GemvAhead * kQ8GroupBlockBytes);
-      PAGODA_UNROLL for (int k = 0; k < 9; ++k) _mm_prefetch(line + 64 * k, _MM_HINT_T0);
-      wd[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 512)));
-      dot[g][0] = x.Start(b, 0);
-      dot[g][1] = _mm512_setzero_si512();
-    }
-    PAGODA_UNROLL for (int k = 0; k < 8; ++k) {
-      int32_t four;
-      std::memcpy(&four, x.Codes(b, 0, k), 4);
-      const __m512i xv = _mm512_set1_epi32(four);
-      PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-        const __m512i wv = _mm512_loadu_si512(w + g * gs + b * kQ8GroupBlockBytes + 64 * k);
-        dot[g][k % 2] = _mm512_dpbusd_epi32(dot[g][k % 2], wv, xv);
-      }
-    }
-    const __m512 xd = _mm512_set1_ps(x.Scale(b, 0));
-    PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-      const __m512i isum = _mm512_add_epi32(dot[g][0], dot[g][1]);
-      acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(xd, wd[g]), acc[g]);
-    }
-  }
-  PAGODA_UNROLL for (int g = 0; g < G; ++g) _mm512_storeu_ps(y + 16 * g, acc[g]);
-}
 
 // Row r of a group is row 16 * group + r; ws is the packed bytes per row (groups are 16 * ws).
-// One token (the GEMV): 4 groups side by side (GroupsQ8One), 4 weight streams per thread. One
-// group at a time (one stream) reached less of the read bandwidth: bench model medium32k-q8_0
+// One token (the GEMV): 4 groups side by side (GroupQ8Rows<4, 1, false>), 4 weight streams per
+// thread. One group at a time (one stream) reached less of the read bandwidth: bench model
+// medium32k-q8_0
 // --interleave-bandwidth, decode fraction, 3 interleaved rounds, one / four: 0.732 / 0.866,
 // 0.697 / 0.854, 0.765 / 0.912 (as packed BF16 and F16, 4 streams, reached 0.93-1.07).
 // Prefetching 4, 8 or 16 blocks ahead per stream: no difference within the noise (3 rounds:
@@ -746,8 +681,12 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
   if (nt == 1) {
     alignas(64) float acc[4 * 16];
     for (int64_t g = 0; g < groups; g += 4) {
-      ForTile<4, 1>(std::min<int64_t>(4, groups - g), 1,
-                    [&]<int G, int T>() { GroupsQ8One<G>(w + g * gs, gs, a, t0, acc); });
+      std::fill_n(acc, 4 * 16, 0.0f);
+      const uint8_t* wg = w + g * gs;
+      ForTile<4, 1>(std::min<int64_t>(4, groups - g), 1, [&]<int G, int T>() {
+        GroupQ8Rows<G, 1, false>(wg, gs, a, t0, 0, nb, acc, 16,
+                                 wg + kQ8GemvAhead * kQ8GroupBlockBytes);
+      });
       std::copy_n(acc, std::min<int64_t>(64, nr - 16 * g), y + 16 * g);
     }
     return;
@@ -758,7 +697,7 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
       std::fill_n(acc[0], nt * 16, 0.0f);
       const uint8_t* wg = w + g * gs;
       ForTile<1, kQ8MaxTileTokens>(1, nt, [&]<int R, int T>() {
-        GroupQ8Rows<T, false>(wg, a, t0, 0, nb, acc[0], wg + kQ8GroupPrefetch);
+        GroupQ8Rows<1, T, false>(wg, 0, a, t0, 0, nb, acc[0], 0, wg + kQ8GroupPrefetch);
       });
       const int64_t rows = std::min<int64_t>(16, nr - 16 * g);
       for (int64_t t = 0; t < nt; ++t) std::copy_n(acc[t], rows, y + t * ldy + 16 * g);
@@ -782,25 +721,21 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
           const uint8_t* next = g + step < ng ? wg + step * gs + b0 * kQ8GroupBlockBytes
                                 : b1 < nb     ? w + g0 * gs + b1 * kQ8GroupBlockBytes
                                               : wg + step * gs;
-          if (step == 2) {
-            for (int64_t t = 0; t < ns; t += kQ8PairTileTokens) {
-              ForTile<1, kQ8PairTileTokens>(
-                  1, std::min<int64_t>(kQ8PairTileTokens, ns - t), [&]<int R, int T>() {
-                    GroupPairQ8Rows<T>(wg, gs, a, t0 + ts + t, b0, b1, acc[g][t], acc[g + 1][t],
-                                       ts == 0 && t == 0 ? next : nullptr);
-                  });
+          // Group h's sums of token t at acc[g + h][t]: 16 * 16 floats apart.
+          const auto pass = [&]<int G, int kMaxT>() {
+            for (int64_t t = 0; t < ns; t += kMaxT) {
+              ForTile<1, kMaxT>(1, std::min<int64_t>(kMaxT, ns - t), [&]<int R, int T>() {
+                GroupQ8Rows<G, T, true>(wg, gs, a, t0 + ts + t, b0, b1, acc[g][t], 16 * 16,
+                                        ts == 0 && t == 0 ? next : nullptr);
+              });
             }
-            g += 2;
-            continue;
+          };
+          if (step == 2) {
+            pass.template operator()<2, kQ8PairTileTokens>();
+          } else {
+            pass.template operator()<1, kQ8MaxTileTokens>();
           }
-          for (int64_t t = 0; t < ns; t += kQ8MaxTileTokens) {
-            ForTile<1, kQ8MaxTileTokens>(
-                1, std::min<int64_t>(kQ8MaxTileTokens, ns - t), [&]<int R, int T>() {
-                  GroupQ8Rows<T, true>(wg, a, t0 + ts + t, b0, b1, acc[g][t],
-                                       ts == 0 && t == 0 ? next : nullptr);
-                });
-          }
-          g += 1;
+          g += step;
         }
       }
       for (int64_t g = 0; g < ng; ++g) {
