@@ -654,16 +654,17 @@ inline constexpr int64_t kQ8GemvAhead = 8;
 // Row r of a group is row 16 * group + r; ws is the packed bytes per row (groups are 16 * ws).
 // One token (the GEMV): 4 groups side by side (GroupQ8Rows<4, 1, false>), 4 weight streams per
 // thread. One group at a time (one stream) reached less of the read bandwidth: bench model
-// medium32k-q8_0
-// --interleave-bandwidth, decode fraction, 3 interleaved rounds, one / four: 0.732 / 0.866,
-// 0.697 / 0.854, 0.765 / 0.912 (as packed BF16 and F16, 4 streams, reached 0.93-1.07).
-// Prefetching 4, 8 or 16 blocks ahead per stream: no difference within the noise (3 rounds:
-// 0.89-1.00, 0.82-0.92, 0.85-0.94 as the host read 37-55 GB/s).
+// medium32k-q8_0 --interleave-bandwidth, decode fraction, 3 interleaved rounds, one / four:
+// 0.732 / 0.866, 0.697 / 0.854, 0.765 / 0.912 (as packed BF16 and F16, 4 streams, reached
+// 0.93-1.07). Prefetching 4, 8 or 16 blocks ahead per stream: no difference within the noise
+// (3 rounds: 0.89-1.00, 0.82-0.92, 0.85-0.94 as the host read 37-55 GB/s). Two int32 chains
+// per group (GroupQ8Rows takes one at 4 groups) against one, same command, 3 interleaved
+// rounds: 0.888, 0.859, 0.893 / 0.820, 0.950, 0.896 (54-59 GB/s): no difference.
 // Up to kQ8MaxTileTokens tokens (speculative verification, small batches): the groups one at a
-// time, each in one pass, prefetched kQ8GroupPrefetch ahead. More
-// tokens (t0 a multiple of 16): chunks of up to
-// kQ8ChunkGroups groups, token group by token group (16 tokens); for each span of kQ8SpanBlocks
-// blocks, every group of the chunk in turn in tiles of up to kQ8MaxTileTokens tokens, so the
+// time, each in one pass, prefetched kQ8GroupPrefetch ahead. More tokens (t0 a multiple of 16):
+// chunks of up to kQ8ChunkGroups groups, token group by token group (16 tokens); for each span
+// of kQ8SpanBlocks blocks, every group of the chunk in turn in tiles of up to kQ8MaxTileTokens
+// tokens (from kQ8PairMinTokens on: pairs of groups in tiles of kQ8PairTileTokens), so the
 // span's activations (16 tokens: 4 KiB of codes) stay in L1 while the weights stream through;
 // the first token group's pass prefetches the next group's span (the next weights it reads).
 // Before (one group x up to 12 tokens per pass from the token rows, whose per-token pointers GCC
@@ -672,9 +673,10 @@ inline constexpr int64_t kQ8GemvAhead = 8;
 // 738, output 701, 715 / 870, 798; BM_MatMulDram gate_up one call 590, 670 / 737-791 (other
 // minutes); bench verify --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6,
 // 69.6 / 58.1, 58.6 ms (interleaved).
-// Tiles of 16 tokens spilled (33 zmm), 2 groups x 6 tokens and spans of 16 blocks were no faster;
-// chunks of 4 or 16 groups no different within the noise (BM_MatMulDram gate_up 16 tokens, two
-// interleaved runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of 2 slower (555, 729).
+// At 16 tokens, tiles of 16 tokens spilled (33 zmm), and 2 groups x 6 tokens and spans of 16
+// blocks were no faster; chunks of 4 or 16 groups no different within the noise (BM_MatMulDram
+// gate_up 16 tokens, two interleaved runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of
+// 2 slower (555, 729).
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t groups = (nr + 15) / 16, gs = 16 * ws, nb = a.cols / 32;
