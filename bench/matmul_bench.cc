@@ -6,16 +6,16 @@
 //
 // Counters: W_GB/s = weight bytes (rows * row bytes, read once per call) per second;
 // GFLOP/s = 2 * rows * cols * batch per second. Threads: 2 (tbb::global_control), like the
-// 2-core target machine. The level is the best the CPU has; cap it with PAGODA_KERNELS=avx2 etc.
-// (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this program. Types with packed
-// rows (every block-quantized type) are packed as the CPU backend packs them unless
-// PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way.
-// Those matrices stay in the last-level cache between calls. BM_MatMulDram reads from DRAM, as
-// decode does: batch 1 and 16 (batched decode) against copies of gate_up laid end to end (at
-// least 256 MiB, 8 copies), either as one tall matrix in one call (`one_call`: the kernel's
-// streaming rate) or one copy per call in turn (`per_call`: with each call's start-up, tail and
-// join, as a decode step's 90-110 calls pay them). Compare W_GB/s with `pagoda bench limits`' read
-// bandwidth of the same minutes.
+// 2-core target machine, or PAGODA_BENCH_THREADS (1 with k_v: a kernel's rate from its own L2,
+// without the other core or the last-level cache). The level is the best the CPU has; cap it with
+// PAGODA_KERNELS=avx2 etc. (and choose the F16 batch mode with PAGODA_F16_MATMUL), read by this
+// program. Types with packed rows (every block-quantized type) are packed as the CPU backend packs
+// them unless PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way. Those matrices
+// stay in the last-level cache between calls. BM_MatMulDram reads from DRAM, as decode does: batch
+// 1 and 16 (batched decode) against copies of gate_up laid end to end (at least 256 MiB, 8 copies),
+// either as one tall matrix in one call (`one_call`: the kernel's streaming rate) or one copy per
+// call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's 90-110
+// calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
 // BM_MatMulModelDecode (only when PAGODA_BENCH_MODEL names a GGUF file or an HF directory): that
 // model's decode GEMVs, one token, in a decode step's order and nothing else between them (see
 // there). Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
@@ -23,6 +23,7 @@
 #include <tbb/global_control.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/numerics.h"
@@ -41,7 +43,16 @@
 namespace pagoda::cpu::mm {
 namespace {
 
-constexpr int kThreads = 2;
+// The threads of every benchmark: PAGODA_BENCH_THREADS (1..1024), else 2; 0 for a value that
+// is not such a number.
+int ThreadsFromEnv() {
+  const char* e = std::getenv("PAGODA_BENCH_THREADS");
+  if (e == nullptr) return 2;
+  const std::string_view v(e);
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() && end == v.data() + v.size() && n >= 1 && n <= 1024 ? n : 0;
+}
 
 struct Shape {
   const char* name;
@@ -320,12 +331,17 @@ void RegisterAll(const MatMulOptions& options) {
 }  // namespace pagoda::cpu::mm
 
 int main(int argc, char** argv) {
+  const int num_threads = pagoda::cpu::mm::ThreadsFromEnv();
+  if (num_threads == 0) {
+    std::fprintf(stderr, "PAGODA_BENCH_THREADS: expected a whole number of threads in 1..1024\n");
+    return 2;
+  }
   tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
-                              pagoda::cpu::mm::kThreads);
+                              static_cast<size_t>(num_threads));
   const pagoda::cpu::mm::MatMulOptions options = pagoda::cpu::mm::OptionsFromEnv();
-  std::printf("matmul level: %s (best %s)\n",
+  std::printf("matmul level: %s (best %s), %d threads\n",
               pagoda::cpu::SimdLevelName(pagoda::cpu::mm::EffectiveSimdLevel(options)),
-              pagoda::cpu::SimdLevelName(pagoda::cpu::DetectSimdLevel()));
+              pagoda::cpu::SimdLevelName(pagoda::cpu::DetectSimdLevel()), num_threads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   pagoda::cpu::mm::RegisterAll(options);
