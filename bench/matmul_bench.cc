@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -43,15 +44,16 @@
 namespace pagoda::cpu::mm {
 namespace {
 
-// The threads of every benchmark: PAGODA_BENCH_THREADS (1..1024), else 2; 0 for a value that
-// is not such a number.
-int ThreadsFromEnv() {
+// The threads of every benchmark: PAGODA_BENCH_THREADS (1..1024), else 2; nullopt for a value
+// that is not such a number.
+std::optional<int> ThreadsFromEnv() {
   const char* e = std::getenv("PAGODA_BENCH_THREADS");
   if (e == nullptr) return 2;
   const std::string_view v(e);
   int n = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  return ec == std::errc() && end == v.data() + v.size() && n >= 1 && n <= 1024 ? n : 0;
+  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 1024) return std::nullopt;
+  return n;
 }
 
 struct Shape {
@@ -331,11 +333,12 @@ void RegisterAll(const MatMulOptions& options) {
 }  // namespace pagoda::cpu::mm
 
 int main(int argc, char** argv) {
-  const int num_threads = pagoda::cpu::mm::ThreadsFromEnv();
-  if (num_threads == 0) {
+  const std::optional<int> env_threads = pagoda::cpu::mm::ThreadsFromEnv();
+  if (!env_threads) {
     std::fprintf(stderr, "PAGODA_BENCH_THREADS: expected a whole number of threads in 1..1024\n");
     return 2;
   }
+  const int num_threads = *env_threads;
   tbb::global_control threads(tbb::global_control::max_allowed_parallelism,
                               static_cast<size_t>(num_threads));
   const pagoda::cpu::mm::MatMulOptions options = pagoda::cpu::mm::OptionsFromEnv();
