@@ -539,8 +539,13 @@ inline constexpr int64_t kQ8GroupPrefetch = 8 * kQ8GroupBlockBytes;
 inline constexpr int64_t kQ8SpanBlocks = 8;
 inline constexpr int64_t kQ8ChunkGroups = 8;
 inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
-inline constexpr int kQ8PairTileTokens = 6;      // tokens per two-group GroupQ8Rows tile
-inline constexpr int64_t kQ8PairMinTokens = 32;  // calls with fewer tokens: one group per pass
+inline constexpr int kQ8PairTileTokens = 6;  // tokens per two-group GroupQ8Rows tile
+// Calls with fewer tokens: one group per pass. It was 32, which left every call of 16-31 tokens
+// (batched decode, and prefill through matrices of 5632 columns, whose token chunks are 16) on
+// single groups. pagoda_bench_matmul (Zen 5), GFLOP/s 32 / 16, three interleaved rounds: down
+// 2048 x 5632, 512 tokens 867, 839, 805 / 899, 942, 787, 16 tokens 880, 776, 837 / 976, 937,
+// 761; gate_up 5632 x 2048, 16 tokens 785, 866, 880 / 950, 951, 933.
+inline constexpr int64_t kQ8PairMinTokens = 16;
 
 // Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
 // (xg, xgc, xgd; t0 .. t0 + T - 1 within one group), every token at a fixed offset from one
