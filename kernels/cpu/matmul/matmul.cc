@@ -441,7 +441,7 @@ int64_t TileRowBytes(const WeightView& w, RowConversion c) {
 }
 
 struct TileBuffers {
-  LineVector<uint8_t> tile;  // converted rows (aligned as well; no change measured for F16)
+  LineVector<uint8_t> tile;  // converted rows (aligned too: F16 / Q6_K I16 no faster or slower)
   std::vector<float> rows;   // 16 dequantized rows (I16 conversion of types without a converter)
 };
 

@@ -678,10 +678,10 @@ inline constexpr int64_t kQ8GemvAhead = 8;
 // 738, output 701, 715 / 870, 798; BM_MatMulDram gate_up one call 590, 670 / 737-791 (other
 // minutes); bench verify --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6,
 // 69.6 / 58.1, 58.6 ms (interleaved).
-// At 16 tokens, tiles of 16 tokens spilled (33 zmm), and 2 groups x 6 tokens and spans of 16
-// blocks were no faster; chunks of 4 or 16 groups no different within the noise (BM_MatMulDram
-// gate_up 16 tokens, two interleaved runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of
-// 2 slower (555, 729).
+// At 16 tokens, tiles of 16 tokens spilled (33 zmm), and spans of 16 blocks were no faster; 2
+// groups x 6 tokens were no faster then, but were later on a Zen 5 host (kQ8PairMinTokens); chunks
+// of 4 or 16 groups no different within the noise (BM_MatMulDram gate_up 16 tokens, two interleaved
+// runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of 2 slower (555, 729).
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t groups = (nr + 15) / 16, gs = 16 * ws, nb = a.cols / 32;
