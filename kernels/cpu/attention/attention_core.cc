@@ -16,13 +16,20 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// One tile of up to kKeyTile keys: row pointers (fp32 logical values) and logical positions
-// (increasing).
+// A kF16 cache's tiles are read in place (each vector load converts) for up to this many query
+// rows, decoded once into fp32 tile buffers for more (their K rows are loaded once per 4 rows).
+constexpr int32_t kInPlaceF16MaxRows = 8;
+
+// One tile of up to kKeyTile keys: row pointers (fp32 logical values, or with f16 the kF16
+// cache's rows in place) and logical positions (increasing).
 struct Tile {
   const float* k[kKeyTile];
   const float* v[kKeyTile];
+  const uint16_t* k16[kKeyTile];
+  const uint16_t* v16[kKeyTile];
   int64_t pos[kKeyTile];
   int n = 0;
+  bool f16 = false;
 };
 
 // A run of `count` consecutive cache tokens: physical block, first offset, first position.
@@ -67,12 +74,20 @@ void PlanTile(const KeySet& keys, int64_t* p, TilePlan* plan) {
   }
 }
 
-// Appends a run to the tile, decoding it into the tile buffers unless fp32.
+// Appends a run to the tile: fp32 and (t.f16) fp16 rows in place, other dtypes decoded into the
+// tile buffers.
 void AddCacheRun(const KeySet& keys, const Run& run, const TileScratch& s, Tile& t) {
   const PagedKvView& kv = *keys.kv;
   const int32_t d = kv.head_dim;
   const int64_t e = kv.offset(run.block, keys.kv_head, run.off);
-  if (kv.dtype == KvDtype::kF32) {
+  if (t.f16) {
+    const uint16_t* kb = static_cast<const uint16_t*>(kv.k) + e;
+    const uint16_t* vb = static_cast<const uint16_t*>(kv.v) + e;
+    for (int i = 0; i < run.count; ++i) {
+      t.k16[t.n + i] = kb + static_cast<int64_t>(i) * d;
+      t.v16[t.n + i] = vb + static_cast<int64_t>(i) * d;
+    }
+  } else if (kv.dtype == KvDtype::kF32) {
     const float* kb = static_cast<const float*>(kv.k) + e;
     const float* vb = static_cast<const float*>(kv.v) + e;
     for (int i = 0; i < run.count; ++i) {
@@ -159,12 +174,20 @@ void SoftmaxRow(const RowSet& rows, int32_t r, int n, float* p, const TileKernel
 void ProcessTile(const RowSet& rows, const Tile& t, const TileScratch& s, const TileKernels& kern,
                  const Prefetch& pf) {
   const RowBlock rb{rows.q, rows.q_stride, rows.o, rows.o_stride, rows.g, rows.d, rows.rows()};
-  kern.scores(rb, t.k, t.n, rows.scale, s.scores, kKeyTile, pf);
+  if (t.f16) {
+    kern.scores_f16(rb, t.k16, t.n, rows.scale, s.scores, kKeyTile, pf);
+  } else {
+    kern.scores(rb, t.k, t.n, rows.scale, s.scores, kKeyTile, pf);
+  }
   if (TileNeedsMask(rows, t)) ApplyMask(rows, t, s.scores);
   for (int32_t r = 0; r < rows.rows(); ++r) {
     SoftmaxRow(rows, r, t.n, s.scores + static_cast<int64_t>(r) * kKeyTile, kern);
   }
-  kern.accumulate(rb, s.scores, kKeyTile, t.v, t.n, pf);
+  if (t.f16) {
+    kern.accumulate_f16(rb, s.scores, kKeyTile, t.v16, t.n, pf);
+  } else {
+    kern.accumulate(rb, s.scores, kKeyTile, t.v, t.n, pf);
+  }
 }
 
 // Context tiles in order; tile i + 1 is planned (and prefetched) while tile i is computed.
@@ -173,6 +196,8 @@ void AttendContext(const RowSet& rows, const KeySet& keys, const TileScratch& s,
   TilePlan plans[2];
   PrefetchList list;
   Tile t;
+  t.f16 = keys.kv->dtype == KvDtype::kF16 && kern.scores_f16 != nullptr &&
+          rows.rows() <= kInPlaceF16MaxRows;
   int64_t p = keys.ctx_begin;
   PlanTile(keys, &p, &plans[0]);
   for (int cur = 0; plans[cur].n > 0; cur ^= 1) {

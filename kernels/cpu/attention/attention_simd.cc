@@ -65,8 +65,8 @@ void ScalePortable(float* o, int32_t d, float alpha) {
   for (int32_t x = 0; x < d; ++x) o[x] *= alpha;
 }
 
-constexpr TileKernels kPortable = {ScoresPortable, AccumulatePortable, RowMaxPortable,
-                                   ExpSumPortable, ScalePortable};
+constexpr TileKernels kPortable = {ScoresPortable, AccumulatePortable, nullptr,      nullptr,
+                                   RowMaxPortable, ExpSumPortable,     ScalePortable};
 
 }  // namespace
 }  // namespace pagoda::cpu::attn

@@ -6,7 +6,9 @@
 // Layouts (all fp32):
 //   query rows r in [0, rows): q + (r / g) * q_stride + (r % g) * d   (d floats, contiguous)
 //   output rows r:             o + (r / g) * o_stride + (r % g) * d   (unnormalised accumulators)
-//   key / value rows j in [0, n): k[j], v[j]                          (d floats each)
+//   key / value rows j in [0, n): k[j], v[j]                          (d floats each; the
+//                                  *_f16 kernels: d IEEE fp16 values each, as the KV cache
+//                                  stores them, converted exactly as they are loaded)
 //   scores / probabilities:    s[r * ld + j]                          (ld >= n rounded up to 16)
 // Prefetch lists name the rows of the NEXT tile (raw cache bytes, any dtype), so their cache
 // lines arrive while the current tile is computed.
@@ -62,6 +64,13 @@ struct TileKernels {
   // o_r += sum_{j < n} p[r * ld + j] * v_j for every row r; prefetches pf.v.
   void (*accumulate)(const RowBlock& rb, const float* p, int32_t ld, const float* const* v,
                      int32_t n, const Prefetch& pf);
+  // The same with fp16 K / V rows (kF16 caches read in place, no conversion pass): bit for bit
+  // the f32 kernels' results on the rows converted (fp16 -> fp32 is exact, the order of the
+  // sums is the same). nullptr at the portable level (the caller converts the rows).
+  void (*scores_f16)(const RowBlock& rb, const uint16_t* const* k, int32_t n, float scale, float* s,
+                     int32_t ld, const Prefetch& pf);
+  void (*accumulate_f16)(const RowBlock& rb, const float* p, int32_t ld, const uint16_t* const* v,
+                         int32_t n, const Prefetch& pf);
   // max_{j < n} s[j]; n a multiple of 16.
   float (*row_max)(const float* s, int32_t n);
   // s[j] = exp(s[j] - m) for j < n (exp(-inf) = 0); returns the sum. n a multiple of 16.

@@ -14,6 +14,7 @@
 // and reduce the kLanes dot-product accumulators with one transpose-add tree. The V accumulation
 // keeps 4 rows x kAccVecs vectors of output (AVX-512: 4 x 64 floats, AVX2: 4 x 16) in registers
 // across all keys of the tile, so each V cache line is loaded once per block of 4 rows.
+// K / V rows are fp32 or fp16 (the kF16 cache read in place: a vcvtph2ps per vector load).
 #include "kernels/cpu/attention/attention_simd.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -35,7 +36,7 @@
 #include "kernels/cpu/matmul/matmul_tiles.h"
 
 #define PAGODA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-#define PAGODA_AVX2 __attribute__((target("avx2,fma")))
+#define PAGODA_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 namespace pagoda::cpu::attn {
 namespace {
@@ -74,6 +75,11 @@ struct Vec<SimdLevel::kAvx512> {
   PAGODA_AVX512 static Reg Set1(float v) { return _mm512_set1_ps(v); }
   PAGODA_AVX512 static Reg Broadcast(const float* p) { return _mm512_set1_ps(*p); }
   PAGODA_AVX512 static Reg Load(const float* p) { return _mm512_loadu_ps(p); }
+  // A K / V row's kLanes values from fp32 or fp16 storage (exact).
+  PAGODA_AVX512 static Reg LoadRow(const float* p) { return _mm512_loadu_ps(p); }
+  PAGODA_AVX512 static Reg LoadRow(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   PAGODA_AVX512 static void Store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
   PAGODA_AVX512 static void StoreAligned(float* p, Reg v) { _mm512_store_ps(p, v); }
   PAGODA_AVX512 static Reg Add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
@@ -142,6 +148,10 @@ struct Vec<SimdLevel::kAvx2> {
   PAGODA_AVX2 static Reg Set1(float v) { return _mm256_set1_ps(v); }
   PAGODA_AVX2 static Reg Broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   PAGODA_AVX2 static Reg Load(const float* p) { return _mm256_loadu_ps(p); }
+  PAGODA_AVX2 static Reg LoadRow(const float* p) { return _mm256_loadu_ps(p); }
+  PAGODA_AVX2 static Reg LoadRow(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   PAGODA_AVX2 static void Store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   PAGODA_AVX2 static void StoreAligned(float* p, Reg v) { _mm256_store_ps(p, v); }
   PAGODA_AVX2 static Reg Add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
@@ -203,16 +213,15 @@ template <SimdLevel L>
 constexpr int kKeys = Vec<L>::kLanes / kRb;
 
 // Accumulates <q[r], k[j]> for r < NR, j < kKeys in acc[kKeys r + j] (lanes to be summed; the
-// rows >= NR stay 0).
-template <SimdLevel L, int NR>
-inline void Dots(const float* const* q, const float* const* k, int32_t d,
-                 typename Vec<L>::Reg* acc) {
+// rows >= NR stay 0). K rows of T: float or fp16 (uint16_t), loaded as fp32 (LoadRow).
+template <SimdLevel L, int NR, typename T>
+inline void Dots(const float* const* q, const T* const* k, int32_t d, typename Vec<L>::Reg* acc) {
   using V = Vec<L>;
   constexpr int kK = kKeys<L>;
   PAGODA_UNROLL for (int i = 0; i < V::kLanes; ++i) acc[i] = V::Zero();
   for (int32_t x = 0; x < d; x += V::kLanes) {
     typename V::Reg kv[kK];
-    PAGODA_UNROLL for (int j = 0; j < kK; ++j) kv[j] = V::Load(k[j] + x);
+    PAGODA_UNROLL for (int j = 0; j < kK; ++j) kv[j] = V::LoadRow(k[j] + x);
     PAGODA_UNROLL for (int r = 0; r < NR; ++r) {
       const typename V::Reg qv = V::Load(q[r] + x);
       PAGODA_UNROLL for (int j = 0; j < kK; ++j) {
@@ -222,9 +231,9 @@ inline void Dots(const float* const* q, const float* const* k, int32_t d,
   }
 }
 
-template <SimdLevel L, int NR>
-void ScoreRows(const RowBlock& rb, int32_t r0, const float* const* k, int32_t n, float scale,
-               float* s, int32_t ld, const Prefetch* pf) {
+template <SimdLevel L, int NR, typename T>
+void ScoreRows(const RowBlock& rb, int32_t r0, const T* const* k, int32_t n, float scale, float* s,
+               int32_t ld, const Prefetch* pf) {
   using V = Vec<L>;
   constexpr int kK = kKeys<L>;
   const float* q[kRb];
@@ -232,11 +241,11 @@ void ScoreRows(const RowBlock& rb, int32_t r0, const float* const* k, int32_t n,
   const typename V::Reg vscale = V::Set1(scale);
   alignas(64) float out[V::kLanes];
   for (int32_t j0 = 0; j0 < n; j0 += kK) {
-    const float* kb[kK];
+    const T* kb[kK];
     PAGODA_UNROLL for (int i = 0; i < kK; ++i) kb[i] = k[std::min(j0 + i, n - 1)];
     if (pf != nullptr) pf->Issue(pf->k, j0, kK);
     typename V::Reg acc[V::kLanes];
-    Dots<L, NR>(q, kb, rb.d, acc);
+    Dots<L, NR, T>(q, kb, rb.d, acc);
     V::StoreAligned(out, V::Mul(V::ReduceLanes(acc), vscale));
     const int nk = std::min(kK, n - j0);
     if (nk == kK) {  // whole passes: one kK-float move per row
@@ -251,20 +260,20 @@ void ScoreRows(const RowBlock& rb, int32_t r0, const float* const* k, int32_t n,
   }
 }
 
-template <SimdLevel L>
-void Scores(const RowBlock& rb, const float* const* k, int32_t n, float scale, float* s, int32_t ld,
+template <SimdLevel L, typename T>
+void Scores(const RowBlock& rb, const T* const* k, int32_t n, float scale, float* s, int32_t ld,
             const Prefetch& pf) {
   for (int32_t r0 = 0; r0 < rb.rows; r0 += kRb) {
     const Prefetch* p = r0 == 0 ? &pf : nullptr;
     mm::internal::ForTile<kRb, 1>(std::min(kRb, rb.rows - r0), 1, [&]<int R, int>() {
-      Vec<L>::Run([&] { ScoreRows<L, R>(rb, r0, k, n, scale, s, ld, p); });
+      Vec<L>::Run([&] { ScoreRows<L, R, T>(rb, r0, k, n, scale, s, ld, p); });
     });
   }
 }
 
 // o[r][x0 .. x0 + kLanes NV) += sum_j p[r][j] v[j][x0 ..] for r < NR, all in registers.
-template <SimdLevel L, int NR, int NV>
-void AccChunk(float* const* o, const float* const* p, const float* const* v, int32_t n, int32_t x0,
+template <SimdLevel L, int NR, int NV, typename T>
+void AccChunk(float* const* o, const float* const* p, const T* const* v, int32_t n, int32_t x0,
               const Prefetch* pf) {
   using V = Vec<L>;
   typename V::Reg acc[NR][NV];
@@ -274,7 +283,7 @@ void AccChunk(float* const* o, const float* const* p, const float* const* v, int
   for (int32_t j = 0; j < n; ++j) {
     if (pf != nullptr) pf->Issue(pf->v, j, 1);
     typename V::Reg vv[NV];
-    PAGODA_UNROLL for (int c = 0; c < NV; ++c) vv[c] = V::Load(v[j] + x0 + V::kLanes * c);
+    PAGODA_UNROLL for (int c = 0; c < NV; ++c) vv[c] = V::LoadRow(v[j] + x0 + V::kLanes * c);
     PAGODA_UNROLL for (int r = 0; r < NR; ++r) {
       const typename V::Reg pr = V::Broadcast(p[r] + j);
       PAGODA_UNROLL for (int c = 0; c < NV; ++c) acc[r][c] = V::Fma(pr, vv[c], acc[r][c]);
@@ -285,8 +294,8 @@ void AccChunk(float* const* o, const float* const* p, const float* const* v, int
   }
 }
 
-template <SimdLevel L, int NR>
-void AccRows(const RowBlock& rb, int32_t r0, const float* p, int32_t ld, const float* const* v,
+template <SimdLevel L, int NR, typename T>
+void AccRows(const RowBlock& rb, int32_t r0, const float* p, int32_t ld, const T* const* v,
              int32_t n, const Prefetch* pf) {
   using V = Vec<L>;
   float* o[NR];
@@ -299,17 +308,17 @@ void AccRows(const RowBlock& rb, int32_t r0, const float* p, int32_t ld, const f
     const Prefetch* chunk_pf = x0 == 0 ? pf : nullptr;
     const int vecs = std::min(V::kAccVecs, (rb.d - x0) / V::kLanes);
     mm::internal::ForTile<V::kAccVecs, 1>(
-        vecs, 1, [&]<int NV, int>() { AccChunk<L, NR, NV>(o, pr, v, n, x0, chunk_pf); });
+        vecs, 1, [&]<int NV, int>() { AccChunk<L, NR, NV, T>(o, pr, v, n, x0, chunk_pf); });
   }
 }
 
-template <SimdLevel L>
-void Accumulate(const RowBlock& rb, const float* p, int32_t ld, const float* const* v, int32_t n,
+template <SimdLevel L, typename T>
+void Accumulate(const RowBlock& rb, const float* p, int32_t ld, const T* const* v, int32_t n,
                 const Prefetch& pf) {
   for (int32_t r0 = 0; r0 < rb.rows; r0 += kRb) {
     const Prefetch* f = r0 == 0 ? &pf : nullptr;
     mm::internal::ForTile<kRb, 1>(std::min(kRb, rb.rows - r0), 1, [&]<int R, int>() {
-      Vec<L>::Run([&] { AccRows<L, R>(rb, r0, p, ld, v, n, f); });
+      Vec<L>::Run([&] { AccRows<L, R, T>(rb, r0, p, ld, v, n, f); });
     });
   }
 }
@@ -345,7 +354,11 @@ void Scale(float* o, int32_t d, float alpha) {
 // Scores and Accumulate hold no vectors themselves: they walk the row blocks and Run the tile
 // bodies. The other kernels are vector code throughout, entered through Call.
 template <SimdLevel L>
-constexpr TileKernels kKernels = {Scores<L>, Accumulate<L>, Vec<L>::template Call<RowMax<L>>,
+constexpr TileKernels kKernels = {Scores<L, float>,
+                                  Accumulate<L, float>,
+                                  Scores<L, uint16_t>,
+                                  Accumulate<L, uint16_t>,
+                                  Vec<L>::template Call<RowMax<L>>,
                                   Vec<L>::template Call<ExpSum<L>>,
                                   Vec<L>::template Call<Scale<L>>};
 

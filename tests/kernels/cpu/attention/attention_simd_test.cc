@@ -1,17 +1,19 @@
 // The SIMD tile kernels of every level the CPU supports (portable, AVX2, AVX-512) against fp64
-// references: row-block and vector-width tails (rows 1..9, keys 1..64, d 8..136), the exp pass
-// and the row max; plus the level dispatch rules.
+// references: row-block and vector-width tails (rows 1..9, keys 1..64, d 8..136), the fp16-row
+// kernels against the fp32 ones, the exp pass and the row max; plus the level dispatch rules.
 #include "kernels/cpu/attention/attention_simd.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/numerics.h"
 #include "kernels/cpu/attention/attention_core.h"
 #include "tests/kernels/cpu/attention/kernel_test_util.h"
 
@@ -76,6 +78,53 @@ TEST_P(AttentionSimdTest, ScoresAndAccumulateMatchFp64) {
         ASSERT_EQ(o[i], o_before[i]);
       }
     }
+  }
+}
+
+// The fp16-row kernels (a kF16 cache read in place) against the fp32 kernels on the same rows
+// converted: bit for bit (the conversion is exact and the sums run in the same order).
+TEST_P(AttentionSimdTest, F16RowKernelsEqualF32OnConvertedRows) {
+  const attn::TileKernels& kern = attn::GetTileKernels(GetParam());
+  if (GetParam() == SimdLevel::kPortable) {  // the caller converts there
+    EXPECT_EQ(kern.scores_f16, nullptr);
+    EXPECT_EQ(kern.accumulate_f16, nullptr);
+    return;
+  }
+  ASSERT_NE(kern.scores_f16, nullptr);
+  ASSERT_NE(kern.accumulate_f16, nullptr);
+  std::mt19937 rng(11);
+  const int32_t width = GetParam() == SimdLevel::kAvx512 ? 16 : 8;
+  for (int iter = 0; iter < 200; ++iter) {
+    const int32_t d = width * Uniform(rng, 1, 136 / width);
+    const int32_t rows = Uniform(rng, 1, 9), n = Uniform(rng, 1, attn::kKeyTile), g = 3;
+    const int32_t ld = attn::kKeyTile;
+    const int64_t q_stride = int64_t{g} * d + 5;
+    std::vector<float> q(static_cast<size_t>((rows + g) / g * q_stride)), o(q.size());
+    std::vector<uint16_t> half(static_cast<size_t>(2 * n * d));
+    std::vector<float> full(half.size());
+    for (float& x : q) x = Normal(rng);
+    for (float& x : o) x = Normal(rng);
+    for (size_t i = 0; i < half.size(); ++i) {
+      half[i] = Fp32ToFp16(Normal(rng));
+      full[i] = Fp16ToFp32(half[i]);
+    }
+    std::vector<const uint16_t*> k16(n), v16(n);
+    std::vector<const float*> k(n), v(n);
+    for (int32_t j = 0; j < n; ++j) {
+      k16[j] = half.data() + j * d, v16[j] = half.data() + (n + j) * d;
+      k[j] = full.data() + j * d, v[j] = full.data() + (n + j) * d;
+    }
+    std::vector<float> o16 = o, s(static_cast<size_t>(rows * ld)), s16(s.size());
+    const attn::RowBlock rb{q.data(), q_stride, o.data(), q_stride, g, d, rows};
+    const attn::RowBlock rb16{q.data(), q_stride, o16.data(), q_stride, g, d, rows};
+    kern.scores(rb, k.data(), n, 0.5f, s.data(), ld, attn::Prefetch{});
+    kern.scores_f16(rb16, k16.data(), n, 0.5f, s16.data(), ld, attn::Prefetch{});
+    for (int32_t r = 0; r < rows; ++r) {
+      for (int32_t j = 0; j < n; ++j) ASSERT_EQ(s16[r * ld + j], s[r * ld + j]) << r << " " << j;
+    }
+    kern.accumulate(rb, s.data(), ld, v.data(), n, attn::Prefetch{});
+    kern.accumulate_f16(rb16, s.data(), ld, v16.data(), n, attn::Prefetch{});
+    ASSERT_EQ(o16, o) << "d " << d << " rows " << rows << " n " << n;
   }
 }
 
