@@ -653,6 +653,16 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, int64_t gs, const Activations&
   }
 }
 
+// y[0, n) = sums[0, n) for a group's n <= 16 row sums: whole groups by one 64-byte move (a
+// std::copy_n of a run-time count is a memmove call: 1.2% of a 16-stream Q8_0 decode profile).
+PAGODA_MM_VNNI inline void StoreGroupSums(const float* sums, int64_t n, float* y) {
+  if (n == 16) {
+    _mm512_storeu_ps(y, _mm512_load_ps(sums));
+  } else {
+    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << n) - 1), _mm512_load_ps(sums));
+  }
+}
+
 // The GEMV's prefetch distance per weight stream, in blocks (BlockQ8Packed).
 inline constexpr int64_t kQ8GemvAhead = 8;
 
@@ -694,7 +704,9 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
         GroupQ8Rows<G, 1, false>(wg, gs, a, t0, 0, nb, acc, 16,
                                  wg + kQ8GemvAhead * kQ8GroupBlockBytes);
       });
-      std::copy_n(acc, std::min<int64_t>(64, nr - 16 * g), y + 16 * g);
+      for (int64_t h = 0; h < 4 && 16 * (g + h) < nr; ++h) {
+        StoreGroupSums(acc + 16 * h, std::min<int64_t>(16, nr - 16 * (g + h)), y + 16 * (g + h));
+      }
     }
     return;
   }
@@ -707,7 +719,7 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
         GroupQ8Rows<1, T, false>(wg, 0, a, t0, 0, nb, acc[0], 0, wg + kQ8GroupPrefetch);
       });
       const int64_t rows = std::min<int64_t>(16, nr - 16 * g);
-      for (int64_t t = 0; t < nt; ++t) std::copy_n(acc[t], rows, y + t * ldy + 16 * g);
+      for (int64_t t = 0; t < nt; ++t) StoreGroupSums(acc[t], rows, y + t * ldy + 16 * g);
     }
     return;
   }
@@ -748,7 +760,7 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
       for (int64_t g = 0; g < ng; ++g) {
         const int64_t rows = std::min<int64_t>(16, nr - 16 * (g0 + g));
         for (int64_t t = 0; t < ns; ++t) {
-          std::copy_n(acc[g][t], rows, y + (ts + t) * ldy + 16 * (g0 + g));
+          StoreGroupSums(acc[g][t], rows, y + (ts + t) * ldy + 16 * (g0 + g));
         }
       }
     }

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -78,6 +79,32 @@ TEST(KvConvertTest, Bf16EncodeRowMatchesNumerics) {
   std::vector<uint16_t> row(x.size());
   kv::EncodeRow(KvDtype::kBf16, x.data(), 1.0f, row.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(row[i], Fp32ToBf16(x[i])) << x[i];
+}
+
+// EncodeRow and RoundTripRow of fp16 / bf16 (vectorized loops) against the element conversions,
+// bit for bit, on random bit patterns (NaNs, infinities, subnormals included) and an odd count.
+TEST(KvConvertTest, F16AndBf16RowsMatchNumericsBitExactly) {
+  std::mt19937 rng(5);
+  std::vector<float> x(100003);
+  for (float& v : x) v = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+  for (int i = 0; i < 2000; ++i) {  // fp16's range: subnormals, ties, overflow
+    x[static_cast<size_t>(i)] = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng),
+                                           std::uniform_int_distribution<int>(-26, 17)(rng));
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
+    const bool f16 = dtype == KvDtype::kF16;
+    std::vector<uint16_t> row(x.size());
+    kv::EncodeRow(dtype, x.data(), 1.0f, row.data(), n);
+    std::vector<float> y = x;
+    kv::RoundTripRow(dtype, 1.0f, y.data(), n);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint16_t ref = f16 ? Fp32ToFp16(x[i]) : Fp32ToBf16(x[i]);
+      ASSERT_EQ(row[i], ref) << i << " " << x[i];
+      const float back = f16 ? Fp16ToFp32(ref) : Bf16ToFp32(ref);
+      ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(back)) << i << " " << x[i];
+    }
+  }
 }
 
 TEST(KvConvertTest, RoundTripUsesScale) {
