@@ -37,20 +37,38 @@ std::string Name(const ::testing::TestParamInfo<SimdLevel>& info) {
 
 class AttentionSimdTest : public ::testing::TestWithParam<SimdLevel> {};
 
+// A random tile: d a multiple of the level's width up to 136, rows 1..9 of GQA group g = 3 (so
+// rows straddle tokens, q_stride with padding), n keys 1..kKeyTile, q and o random.
+struct TileCase {
+  int32_t d, rows, n, g = 3, ld = attn::kKeyTile;
+  int64_t q_stride;
+  std::vector<float> q, o;
+};
+
+TileCase RandomTileCase(std::mt19937& rng, SimdLevel level) {
+  const int32_t width = level == SimdLevel::kAvx512 ? 16 : 8;
+  TileCase c;
+  c.d = width * Uniform(rng, 1, 136 / width);
+  c.rows = Uniform(rng, 1, 9);
+  c.n = Uniform(rng, 1, attn::kKeyTile);
+  c.q_stride = int64_t{c.g} * c.d + 5;
+  c.q.resize(static_cast<size_t>((c.rows + c.g) / c.g * c.q_stride));
+  c.o.resize(c.q.size());
+  for (float& x : c.q) x = Normal(rng);
+  for (float& x : c.o) x = Normal(rng);
+  return c;
+}
+
 // Random q rows (GQA layout with g = 3, so rows straddle tokens), keys and values.
 TEST_P(AttentionSimdTest, ScoresAndAccumulateMatchFp64) {
   const attn::TileKernels& kern = attn::GetTileKernels(GetParam());
   std::mt19937 rng(7);
-  const int32_t width = GetParam() == SimdLevel::kAvx512 ? 16 : 8;
   for (int iter = 0; iter < 200; ++iter) {
-    const int32_t d = width * Uniform(rng, 1, 136 / width);
-    const int32_t rows = Uniform(rng, 1, 9), n = Uniform(rng, 1, attn::kKeyTile), g = 3;
-    const int32_t ld = attn::kKeyTile;
-    const int64_t q_stride = int64_t{g} * d + 5;
-    std::vector<float> q(static_cast<size_t>((rows + g) / g * q_stride)), o(q.size());
+    TileCase c = RandomTileCase(rng, GetParam());
+    const int32_t d = c.d, rows = c.rows, n = c.n, g = c.g, ld = c.ld;
+    const int64_t q_stride = c.q_stride;
+    std::vector<float>&q = c.q, &o = c.o;
     std::vector<float> kv(static_cast<size_t>(2 * n * d)), s(static_cast<size_t>(rows * ld));
-    for (float& x : q) x = Normal(rng);
-    for (float& x : o) x = Normal(rng);
     for (float& x : kv) x = Normal(rng);
     std::vector<const float*> k(n), v(n);
     for (int32_t j = 0; j < n; ++j) k[j] = kv.data() + j * d, v[j] = kv.data() + (n + j) * d;
@@ -93,38 +111,30 @@ TEST_P(AttentionSimdTest, F16RowKernelsEqualF32OnConvertedRows) {
   ASSERT_NE(kern.scores_f16, nullptr);
   ASSERT_NE(kern.accumulate_f16, nullptr);
   std::mt19937 rng(11);
-  const int32_t width = GetParam() == SimdLevel::kAvx512 ? 16 : 8;
   for (int iter = 0; iter < 200; ++iter) {
-    const int32_t d = width * Uniform(rng, 1, 136 / width);
-    const int32_t rows = Uniform(rng, 1, 9), n = Uniform(rng, 1, attn::kKeyTile), g = 3;
-    const int32_t ld = attn::kKeyTile;
-    const int64_t q_stride = int64_t{g} * d + 5;
-    std::vector<float> q(static_cast<size_t>((rows + g) / g * q_stride)), o(q.size());
-    std::vector<uint16_t> half(static_cast<size_t>(2 * n * d));
+    TileCase c = RandomTileCase(rng, GetParam());
+    std::vector<uint16_t> half(static_cast<size_t>(2 * c.n * c.d));
     std::vector<float> full(half.size());
-    for (float& x : q) x = Normal(rng);
-    for (float& x : o) x = Normal(rng);
     for (size_t i = 0; i < half.size(); ++i) {
       half[i] = Fp32ToFp16(Normal(rng));
       full[i] = Fp16ToFp32(half[i]);
     }
-    std::vector<const uint16_t*> k16(n), v16(n);
-    std::vector<const float*> k(n), v(n);
-    for (int32_t j = 0; j < n; ++j) {
-      k16[j] = half.data() + j * d, v16[j] = half.data() + (n + j) * d;
-      k[j] = full.data() + j * d, v[j] = full.data() + (n + j) * d;
+    std::vector<const uint16_t*> k16(c.n), v16(c.n);
+    std::vector<const float*> k(c.n), v(c.n);
+    for (int32_t j = 0; j < c.n; ++j) {
+      k16[j] = half.data() + j * c.d, v16[j] = half.data() + (c.n + j) * c.d;
+      k[j] = full.data() + j * c.d, v[j] = full.data() + (c.n + j) * c.d;
     }
-    std::vector<float> o16 = o, s(static_cast<size_t>(rows * ld)), s16(s.size());
-    const attn::RowBlock rb{q.data(), q_stride, o.data(), q_stride, g, d, rows};
-    const attn::RowBlock rb16{q.data(), q_stride, o16.data(), q_stride, g, d, rows};
-    kern.scores(rb, k.data(), n, 0.5f, s.data(), ld, attn::Prefetch{});
-    kern.scores_f16(rb16, k16.data(), n, 0.5f, s16.data(), ld, attn::Prefetch{});
-    for (int32_t r = 0; r < rows; ++r) {
-      for (int32_t j = 0; j < n; ++j) ASSERT_EQ(s16[r * ld + j], s[r * ld + j]) << r << " " << j;
-    }
-    kern.accumulate(rb, s.data(), ld, v.data(), n, attn::Prefetch{});
-    kern.accumulate_f16(rb16, s.data(), ld, v16.data(), n, attn::Prefetch{});
-    ASSERT_EQ(o16, o) << "d " << d << " rows " << rows << " n " << n;
+    std::vector<float> o16 = c.o, s(static_cast<size_t>(c.rows * c.ld)), s16(s.size());
+    const attn::RowBlock rb{c.q.data(), c.q_stride, c.o.data(), c.q_stride, c.g, c.d, c.rows};
+    attn::RowBlock rb16 = rb;
+    rb16.o = o16.data();
+    kern.scores(rb, k.data(), c.n, 0.5f, s.data(), c.ld, attn::Prefetch{});
+    kern.scores_f16(rb16, k16.data(), c.n, 0.5f, s16.data(), c.ld, attn::Prefetch{});
+    ASSERT_EQ(s16, s) << "d " << c.d << " rows " << c.rows << " n " << c.n;
+    kern.accumulate(rb, s.data(), c.ld, v.data(), c.n, attn::Prefetch{});
+    kern.accumulate_f16(rb16, s.data(), c.ld, v16.data(), c.n, attn::Prefetch{});
+    ASSERT_EQ(o16, c.o) << "d " << c.d << " rows " << c.rows << " n " << c.n;
   }
 }
 
