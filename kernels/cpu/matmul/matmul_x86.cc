@@ -663,8 +663,13 @@ PAGODA_MM_VNNI inline void StoreGroupSums(const float* sums, int64_t n, float* y
   }
 }
 
-// The GEMV's prefetch distance per weight stream, in blocks (BlockQ8Packed).
-inline constexpr int64_t kQ8GemvAhead = 8;
+// The GEMV's prefetch distance per weight stream, in blocks (BlockQ8Packed): 2 (1.1 KiB). On a
+// Zen 5 host reading 52-64 GB/s, BM_MatMulModelDecode (medium32k-q8_0's decode GEMVs in step
+// order) W_GB/s, 8 / 4 / 2 ahead, interleaved rounds: 52.2 / 53.8 / 55.4, 51.5 / 56.9 / 58.1,
+// 57.0 / 61.7 / 57.7, 56.1 / 58.2 / 62.0 (16 ahead: 46.8-47.3 against 8's 47.8-50.9); bench verify
+// --tokens 1 --context 128 -r 40, median step ms at 58.6-60.3 GB/s, 8 / 2: 22.75, 22.50, 21.88 /
+// 21.28, 21.13; at 26-31 GB/s 29.73, 30.88, 33.31 / 29.30, 31.85, 32.72 (the same).
+inline constexpr int64_t kQ8GemvAhead = 2;
 
 // Row r of a group is row 16 * group + r; ws is the packed bytes per row (groups are 16 * ws).
 // One token (the GEMV): 4 groups side by side (GroupQ8Rows<4, 1, false>), 4 weight streams per
@@ -672,7 +677,8 @@ inline constexpr int64_t kQ8GemvAhead = 8;
 // medium32k-q8_0 --interleave-bandwidth, decode fraction, 3 interleaved rounds, one / four:
 // 0.732 / 0.866, 0.697 / 0.854, 0.765 / 0.912 (as packed BF16 and F16, 4 streams, reached
 // 0.93-1.07). Prefetching 4, 8 or 16 blocks ahead per stream: no difference within the noise
-// (3 rounds: 0.89-1.00, 0.82-0.92, 0.85-0.94 as the host read 37-55 GB/s). Two int32 chains
+// (3 rounds: 0.89-1.00, 0.82-0.92, 0.85-0.94 as the host read 37-55 GB/s; faster hosts: see
+// kQ8GemvAhead). Two int32 chains
 // per group (GroupQ8Rows takes one at 4 groups) against one, same command, 3 interleaved
 // rounds: 0.888, 0.859, 0.893 / 0.820, 0.950, 0.896 (54-59 GB/s): no difference.
 // Up to kQ8MaxTileTokens tokens (speculative verification, small batches): the groups one at a
