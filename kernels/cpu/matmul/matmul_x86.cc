@@ -653,14 +653,15 @@ PAGODA_MM_VNNI void GroupQ8Rows(const uint8_t* g, int64_t gs, const Activations&
   }
 }
 
-// y[0, n) = sums[0, n) for a group's n <= 16 row sums: whole groups by one 64-byte move (a
+// The first n of a group's 16 fp32 lanes (all from n >= 16).
+constexpr __mmask16 FirstLanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// y[0, min(n, 16)) = sums[...] for a group's row sums, by one masked 64-byte store (a
 // std::copy_n of a run-time count is a memmove call: 1.2% of a 16-stream Q8_0 decode profile).
 PAGODA_MM_VNNI inline void StoreGroupSums(const float* sums, int64_t n, float* y) {
-  if (n == 16) {
-    _mm512_storeu_ps(y, _mm512_load_ps(sums));
-  } else {
-    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << n) - 1), _mm512_load_ps(sums));
-  }
+  _mm512_mask_storeu_ps(y, FirstLanes(n), _mm512_load_ps(sums));
 }
 
 // The GEMV's prefetch distance per weight stream, in blocks (BlockQ8Packed): 2 (1.1 KiB). On a
@@ -678,9 +679,9 @@ inline constexpr int64_t kQ8GemvAhead = 2;
 // 0.732 / 0.866, 0.697 / 0.854, 0.765 / 0.912 (as packed BF16 and F16, 4 streams, reached
 // 0.93-1.07). Prefetching 4, 8 or 16 blocks ahead per stream: no difference within the noise
 // (3 rounds: 0.89-1.00, 0.82-0.92, 0.85-0.94 as the host read 37-55 GB/s; faster hosts: see
-// kQ8GemvAhead). Two int32 chains
-// per group (GroupQ8Rows takes one at 4 groups) against one, same command, 3 interleaved
-// rounds: 0.888, 0.859, 0.893 / 0.820, 0.950, 0.896 (54-59 GB/s): no difference.
+// kQ8GemvAhead). Two int32 chains per group (GroupQ8Rows takes one at 4 groups) against one,
+// same command, 3 interleaved rounds: 0.888, 0.859, 0.893 / 0.820, 0.950, 0.896 (54-59 GB/s):
+// no difference.
 // Up to kQ8MaxTileTokens tokens (speculative verification, small batches): the groups one at a
 // time, each in one pass, prefetched kQ8GroupPrefetch ahead. More tokens (t0 a multiple of 16):
 // chunks of up to kQ8ChunkGroups groups, token group by token group (16 tokens); for each span
@@ -711,7 +712,7 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
                                  wg + kQ8GemvAhead * kQ8GroupBlockBytes);
       });
       for (int64_t h = 0; h < 4 && 16 * (g + h) < nr; ++h) {
-        StoreGroupSums(acc + 16 * h, std::min<int64_t>(16, nr - 16 * (g + h)), y + 16 * (g + h));
+        StoreGroupSums(acc + 16 * h, nr - 16 * (g + h), y + 16 * (g + h));
       }
     }
     return;
@@ -849,8 +850,7 @@ template <int G, int T>
 PAGODA_MM_AVX512 inline void StoreGroupLanes(const __m512 (&acc)[G][T], float* y, int64_t ldy,
                                              int64_t rows) {
   PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-    const int64_t left = rows - 16 * g;
-    const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 m = FirstLanes(rows - 16 * g);
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       _mm512_mask_storeu_ps(y + t * ldy + 16 * g, m, acc[g][t]);
     }
