@@ -860,6 +860,13 @@ PAGODA_MM_AVX512 inline void StoreGroupLanes(const __m512 (&acc)[G][T], float* y
 // Walks ng row groups x nt tokens (from t0) of a packed float kernel in register tiles,
 // tile.template operator()<G, T>(g, t): one token 4 groups at a time (4 weight streams), more
 // tokens 2 groups x up to 8 tokens, a tile never crossing a boundary of token_group tokens.
+// Tried on BF16 (pagoda_bench_matmul GFLOP/s, shapes q_o / gate_up / down at 32 and 512 tokens,
+// two interleaved rounds): 4 groups x 6 tokens (64-row tiles) 562-738 against 2 x 8's 569-719
+// (down at 512: 562, 581 / 602, 631); 4 x 6 where 4 groups remain, else 2 x 8, also in bench
+// model medium32k-bf16 --prompt-len 512: 284.5, 280.5, 261.2 / 268.9, 270.3, 284.7 tok/s
+// (within the noise); 4 x 4 467-695, 2 x 12 567-679, 1 x 16 428-653 (its run's 2 x 8: 502-702).
+// Columns in blocks of 128 pairs (accumulators stored and reloaded, so each block's weights and
+// activations are read from L1 by every tile): 11-37% slower at 32 tokens, 4-10% at 512.
 template <typename Tile>
 inline void ForEachGroupTile(int64_t ng, int64_t t0, int64_t nt, int64_t token_group, Tile&& tile) {
   if (nt == 1) {
