@@ -41,10 +41,10 @@ constexpr int64_t kGemvRowAlign = 64;
 constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token chunk
 constexpr int64_t kMinTiles = 8;             // tasks per call, for load balance
 // A call's GEMV ran 5-15% below the same kernel streaming one tall matrix (BM_MatMulDram
-// gate_up batch 1, Q4_K and Q8_0, per_call against one_call). Not from its tiles: near-equal
-// tiles in a count rounded up to a multiple of the threads, or kMinTiles 16 / 32, left per_call
-// where it was (Q4_K, two interleaved rounds: 52.2, 48.8 GB/s; those tiles 49.2, 49.5; 16 tiles
-// 51.6, 49.1; 32: 50.8, 51.2).
+// gate_up batch 1, Q4_K and Q8_0, per_call against one_call, computed). Not from its tiles:
+// near-equal tiles in a count rounded up to a multiple of the threads, or kMinTiles 16 / 32,
+// left per_call where it was (Q4_K, two interleaved rounds: 52.2, 48.8 GB/s; those tiles 49.2,
+// 49.5; kMinTiles 16: 51.6, 49.1; 32: 50.8, 51.2).
 
 // ------------------------------------------------------------------------- portable F32 ----
 

@@ -866,7 +866,8 @@ PAGODA_MM_AVX512 inline void StoreGroupLanes(const __m512 (&acc)[G][T], float* y
 // model medium32k-bf16 --prompt-len 512: 284.5, 280.5, 261.2 / 268.9, 270.3, 284.7 tok/s
 // (within the noise); 4 x 4 467-695, 2 x 12 567-679, 1 x 16 428-653 (its run's 2 x 8: 502-702).
 // Columns in blocks of 128 pairs (accumulators stored and reloaded, so each block's weights and
-// activations are read from L1 by every tile): 11-37% slower at 32 tokens, 4-10% at 512.
+// activations are read from L1 by every tile): 11-37% slower at 32 tokens, 4-10% at 512
+// (computed from W_GB/s, two rounds).
 template <typename Tile>
 inline void ForEachGroupTile(int64_t ng, int64_t t0, int64_t nt, int64_t token_group, Tile&& tile) {
   if (nt == 1) {

@@ -38,11 +38,23 @@ std::string Name(const ::testing::TestParamInfo<SimdLevel>& info) {
 class AttentionSimdTest : public ::testing::TestWithParam<SimdLevel> {};
 
 // A random tile: d a multiple of the level's width up to 136, rows 1..9 of GQA group g = 3 (so
-// rows straddle tokens, q_stride with padding), n keys 1..kKeyTile, q and o random.
+// rows straddle tokens, q_stride with padding), n keys 1..kKeyTile; q, o and the key / value
+// rows random.
 struct TileCase {
   int32_t d, rows, n, g = 3, ld = attn::kKeyTile;
   int64_t q_stride;
   std::vector<float> q, o;
+  std::vector<float> kv;  // n key rows, then n value rows, d values each
+
+  // The tile's query rows, writing to `out` (laid out as o).
+  attn::RowBlock Block(float* out) const { return {q.data(), q_stride, out, q_stride, g, d, rows}; }
+  // Row pointers into a buffer laid out as kv: its keys (first = 0) or its values (first = n).
+  template <typename T>
+  std::vector<const T*> Rows(const std::vector<T>& buffer, int32_t first) const {
+    std::vector<const T*> rows_of(static_cast<size_t>(n));
+    for (int32_t j = 0; j < n; ++j) rows_of[j] = buffer.data() + int64_t{first + j} * d;
+    return rows_of;
+  }
 };
 
 TileCase RandomTileCase(std::mt19937& rng, SimdLevel level) {
@@ -54,46 +66,42 @@ TileCase RandomTileCase(std::mt19937& rng, SimdLevel level) {
   c.q_stride = int64_t{c.g} * c.d + 5;
   c.q.resize(static_cast<size_t>((c.rows + c.g) / c.g * c.q_stride));
   c.o.resize(c.q.size());
-  for (float& x : c.q) x = Normal(rng);
-  for (float& x : c.o) x = Normal(rng);
+  c.kv.resize(static_cast<size_t>(2 * c.n * c.d));
+  for (std::vector<float>* values : {&c.q, &c.o, &c.kv}) {
+    for (float& x : *values) x = Normal(rng);
+  }
   return c;
 }
 
-// Random q rows (GQA layout with g = 3, so rows straddle tokens), keys and values.
 TEST_P(AttentionSimdTest, ScoresAndAccumulateMatchFp64) {
   const attn::TileKernels& kern = attn::GetTileKernels(GetParam());
   std::mt19937 rng(7);
   for (int iter = 0; iter < 200; ++iter) {
     TileCase c = RandomTileCase(rng, GetParam());
-    const int32_t d = c.d, rows = c.rows, n = c.n, g = c.g, ld = c.ld;
-    const int64_t q_stride = c.q_stride;
-    std::vector<float>&q = c.q, &o = c.o;
-    std::vector<float> kv(static_cast<size_t>(2 * n * d)), s(static_cast<size_t>(rows * ld));
-    for (float& x : kv) x = Normal(rng);
-    std::vector<const float*> k(n), v(n);
-    for (int32_t j = 0; j < n; ++j) k[j] = kv.data() + j * d, v[j] = kv.data() + (n + j) * d;
-    const attn::RowBlock rb{q.data(), q_stride, o.data(), q_stride, g, d, rows};
-    const std::vector<float> o_before = o;
-    kern.scores(rb, k.data(), n, 0.5f, s.data(), ld, attn::Prefetch{});
-    for (int32_t r = 0; r < rows; ++r) {
-      for (int32_t j = 0; j < n; ++j) {
+    const std::vector<const float*> k = c.Rows(c.kv, 0), v = c.Rows(c.kv, c.n);
+    std::vector<float> s(static_cast<size_t>(c.rows * c.ld));
+    const attn::RowBlock rb = c.Block(c.o.data());
+    const std::vector<float> o_before = c.o;
+    kern.scores(rb, k.data(), c.n, 0.5f, s.data(), c.ld, attn::Prefetch{});
+    for (int32_t r = 0; r < c.rows; ++r) {
+      for (int32_t j = 0; j < c.n; ++j) {
         double ref = 0;
-        for (int32_t x = 0; x < d; ++x) ref += double{rb.q_row(r)[x]} * k[j][x];
-        ASSERT_NEAR(s[r * ld + j], 0.5 * ref, 1e-5 * (1 + std::abs(ref))) << r << " " << j;
+        for (int32_t x = 0; x < c.d; ++x) ref += double{rb.q_row(r)[x]} * k[j][x];
+        ASSERT_NEAR(s[r * c.ld + j], 0.5 * ref, 1e-5 * (1 + std::abs(ref))) << r << " " << j;
       }
     }
-    kern.accumulate(rb, s.data(), ld, v.data(), n, attn::Prefetch{});
-    for (int32_t r = 0; r < rows; ++r) {
-      const int64_t base = (r / g) * q_stride + (r % g) * d;
-      for (int32_t x = 0; x < d; ++x) {
+    kern.accumulate(rb, s.data(), c.ld, v.data(), c.n, attn::Prefetch{});
+    for (int32_t r = 0; r < c.rows; ++r) {
+      const int64_t base = (r / c.g) * c.q_stride + (r % c.g) * c.d;
+      for (int32_t x = 0; x < c.d; ++x) {
         double ref = o_before[base + x];
-        for (int32_t j = 0; j < n; ++j) ref += double{s[r * ld + j]} * v[j][x];
-        ASSERT_NEAR(o[base + x], ref, 1e-4 * (1 + std::abs(ref))) << "d " << d << " row " << r;
+        for (int32_t j = 0; j < c.n; ++j) ref += double{s[r * c.ld + j]} * v[j][x];
+        ASSERT_NEAR(c.o[base + x], ref, 1e-4 * (1 + std::abs(ref))) << "d " << c.d << " row " << r;
       }
     }
-    for (size_t i = 0; i < o.size(); ++i) {  // the padding between rows is untouched
-      if (static_cast<int64_t>(i % q_stride) >= int64_t{g} * d) {
-        ASSERT_EQ(o[i], o_before[i]);
+    for (size_t i = 0; i < c.o.size(); ++i) {  // the padding between rows is untouched
+      if (static_cast<int64_t>(i % c.q_stride) >= int64_t{c.g} * c.d) {
+        ASSERT_EQ(c.o[i], o_before[i]);
       }
     }
   }
@@ -113,27 +121,19 @@ TEST_P(AttentionSimdTest, F16RowKernelsEqualF32OnConvertedRows) {
   std::mt19937 rng(11);
   for (int iter = 0; iter < 200; ++iter) {
     TileCase c = RandomTileCase(rng, GetParam());
-    std::vector<uint16_t> half(static_cast<size_t>(2 * c.n * c.d));
-    std::vector<float> full(half.size());
+    std::vector<uint16_t> half(c.kv.size());
+    std::vector<float> full(c.kv.size());
     for (size_t i = 0; i < half.size(); ++i) {
-      half[i] = Fp32ToFp16(Normal(rng));
+      half[i] = Fp32ToFp16(c.kv[i]);
       full[i] = Fp16ToFp32(half[i]);
     }
-    std::vector<const uint16_t*> k16(c.n), v16(c.n);
-    std::vector<const float*> k(c.n), v(c.n);
-    for (int32_t j = 0; j < c.n; ++j) {
-      k16[j] = half.data() + j * c.d, v16[j] = half.data() + (c.n + j) * c.d;
-      k[j] = full.data() + j * c.d, v[j] = full.data() + (c.n + j) * c.d;
-    }
     std::vector<float> o16 = c.o, s(static_cast<size_t>(c.rows * c.ld)), s16(s.size());
-    const attn::RowBlock rb{c.q.data(), c.q_stride, c.o.data(), c.q_stride, c.g, c.d, c.rows};
-    attn::RowBlock rb16 = rb;
-    rb16.o = o16.data();
-    kern.scores(rb, k.data(), c.n, 0.5f, s.data(), c.ld, attn::Prefetch{});
-    kern.scores_f16(rb16, k16.data(), c.n, 0.5f, s16.data(), c.ld, attn::Prefetch{});
+    const attn::RowBlock rb = c.Block(c.o.data()), rb16 = c.Block(o16.data());
+    kern.scores(rb, c.Rows(full, 0).data(), c.n, 0.5f, s.data(), c.ld, attn::Prefetch{});
+    kern.scores_f16(rb16, c.Rows(half, 0).data(), c.n, 0.5f, s16.data(), c.ld, attn::Prefetch{});
     ASSERT_EQ(s16, s) << "d " << c.d << " rows " << c.rows << " n " << c.n;
-    kern.accumulate(rb, s.data(), c.ld, v.data(), c.n, attn::Prefetch{});
-    kern.accumulate_f16(rb16, s.data(), c.ld, v16.data(), c.n, attn::Prefetch{});
+    kern.accumulate(rb, s.data(), c.ld, c.Rows(full, c.n).data(), c.n, attn::Prefetch{});
+    kern.accumulate_f16(rb16, s.data(), c.ld, c.Rows(half, c.n).data(), c.n, attn::Prefetch{});
     ASSERT_EQ(o16, c.o) << "d " << c.d << " rows " << c.rows << " n " << c.n;
   }
 }
