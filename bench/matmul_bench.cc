@@ -18,12 +18,14 @@
 // calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
 // BM_MatMulModelDecode (only when PAGODA_BENCH_MODEL names a GGUF file or an HF directory): that
 // model's decode GEMVs, one token, in a decode step's order and nothing else between them (see
-// there). Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
+// there). The "/team" variants run the same calls on a ThreadTeam of the same threads, as the CPU
+// backend runs a step. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,11 +35,13 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/packed_weights.h"
+#include "kernels/cpu/thread_team.h"
 #include "model/model.h"
 #include "model/tensor_types.h"
 
@@ -251,13 +255,16 @@ void DecodeGemvs(const ModelWeights& w, const float* x, float* y, const MatMulOp
 // bench limits`' read bandwidth of the same minutes is how close the GEMVs come to the read
 // wall; the time per step against `pagoda bench verify -m M --tokens 1` is what the rest of the
 // step (attention, norms, the engine) adds. x is a constant, so only the weights stream.
-void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptions options) {
+// PAGODA_BENCH_MODEL's weights, loaded (and packed) once for every benchmark that reads them;
+// null after reporting the error on `state`.
+const ModelDecodeWeights* LoadedModel(benchmark::State& state, const std::string& path,
+                                      const MatMulOptions& options) {
   static std::unique_ptr<ModelDecodeWeights> loaded;
   if (!loaded) {
     Result<std::unique_ptr<Model>> model = LoadModel(path);
     if (!model.ok()) {
       state.SkipWithError(("PAGODA_BENCH_MODEL: " + model.status().message()).c_str());
-      return;
+      return nullptr;
     }
     loaded = std::make_unique<ModelDecodeWeights>();
     loaded->model = std::move(*model);
@@ -265,17 +272,30 @@ void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptio
                           ? loaded->packed.Pack(loaded->model->weights, EffectiveSimdLevel(options))
                           : loaded->model->weights;
   }
-  const ModelWeights& w = loaded->weights;
-  int64_t widest = w.output.rows, cols = w.output.cols;
-  for (const LayerWeights& l : w.layers) {
-    widest = std::max({widest, l.wq.rows + l.wk.rows + l.wv.rows, 2 * l.w_gate.rows});
-    cols = std::max({cols, l.w_down.cols, l.wo.cols});
+  return loaded.get();
+}
+
+// x (a constant) and y for DecodeGemvs over w.
+struct DecodeBuffers {
+  std::vector<float> x, y;
+  explicit DecodeBuffers(const ModelWeights& w) {
+    int64_t widest = w.output.rows, cols = w.output.cols;
+    for (const LayerWeights& l : w.layers) {
+      widest = std::max({widest, l.wq.rows + l.wk.rows + l.wv.rows, 2 * l.w_gate.rows});
+      cols = std::max({cols, l.w_down.cols, l.wo.cols});
+    }
+    x.assign(static_cast<size_t>(cols), 0.01f);
+    y.resize(static_cast<size_t>(widest));
   }
-  const std::vector<float> x(static_cast<size_t>(cols), 0.01f);
-  std::vector<float> y(static_cast<size_t>(widest));
+};
+
+void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptions options) {
+  const ModelDecodeWeights* loaded = LoadedModel(state, path, options);
+  if (loaded == nullptr) return;
+  DecodeBuffers b(loaded->weights);
   for (auto _ : state) {
-    DecodeGemvs(w, x.data(), y.data(), options);
-    benchmark::DoNotOptimize(y.data());
+    DecodeGemvs(loaded->weights, b.x.data(), b.y.data(), options);
+    benchmark::DoNotOptimize(b.y.data());
     benchmark::ClobberMemory();
   }
   const double bytes = static_cast<double>(WeightsPerToken(loaded->model->weights).bytes) *
@@ -284,19 +304,67 @@ void BM_MatMulModelDecode(benchmark::State& state, std::string path, MatMulOptio
   state.SetLabel(path.substr(path.find_last_of('/') + 1));
 }
 
-void RegisterAll(const MatMulOptions& options) {
+// The same decode GEMVs on oneTBB and on a ThreadTeam (options.team) in alternation, one pass
+// each in turn after 1 ms idle, so both see the same seconds of this host's drifting bandwidth:
+// W_GB/s of each and team_over_tbb, the ratio of their rates.
+void BM_MatMulModelDecodeTeamVsTbb(benchmark::State& state, std::string path,
+                                   MatMulOptions options) {
+  const ModelDecodeWeights* loaded = LoadedModel(state, path, options);
+  if (loaded == nullptr) return;
+  DecodeBuffers b(loaded->weights);
+  MatMulOptions tbb_options = options;
+  tbb_options.team = nullptr;
+  double seconds[2] = {0, 0};
+  int64_t passes = 0;
+  for (auto _ : state) {
+    for (int v = 0; v < 2; ++v) {
+      // Untimed: each pass starts with the other's threads asleep (the team's helpers spin for
+      // 500 us after a loop; TBB's workers sleep sooner), which costs the team one wake-up.
+      state.PauseTiming();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      state.ResumeTiming();
+      const auto t0 = std::chrono::steady_clock::now();
+      DecodeGemvs(loaded->weights, b.x.data(), b.y.data(), v == 0 ? tbb_options : options);
+      seconds[v] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      benchmark::DoNotOptimize(b.y.data());
+      benchmark::ClobberMemory();
+    }
+    ++passes;
+  }
+  const double gb = static_cast<double>(WeightsPerToken(loaded->model->weights).bytes) *
+                    static_cast<double>(passes) / 1e9;
+  state.counters["tbb_W_GB/s"] = gb / std::max(seconds[0], 1e-9);
+  state.counters["team_W_GB/s"] = gb / std::max(seconds[1], 1e-9);
+  state.counters["team_over_tbb"] = seconds[0] / std::max(seconds[1], 1e-9);
+  state.SetLabel(path.substr(path.find_last_of('/') + 1));
+}
+
+// `team`: the threads as a ThreadTeam (as the CPU backend runs a step), for the decode GEMVs'
+// benchmarks beside their oneTBB runs ("/team" names).
+void RegisterAll(const MatMulOptions& options, ThreadTeam* team) {
+  MatMulOptions on_team = options;
+  on_team.team = team;
   if (const char* model = std::getenv("PAGODA_BENCH_MODEL")) {
-    benchmark::RegisterBenchmark("BM_MatMulModelDecode", BM_MatMulModelDecode, std::string(model),
-                                 options)
+    for (const MatMulOptions& o : {options, on_team}) {
+      const std::string name = o.team ? "BM_MatMulModelDecode/team" : "BM_MatMulModelDecode";
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulModelDecode, std::string(model), o)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(1.0)
+          ->UseRealTime();
+    }
+    benchmark::RegisterBenchmark("BM_MatMulModelDecodeTeamVsTbb", BM_MatMulModelDecodeTeamVsTbb,
+                                 std::string(model), on_team)
         ->Unit(benchmark::kMillisecond)
-        ->MinTime(1.0)
+        ->MinTime(2.0)
         ->UseRealTime();
   }
   for (GgmlType type : kTypes) {
-    for (bool one_call : {true, false}) {
+    for (int variant : {0, 1, 2}) {  // one call, per call, per call on the team
+      const bool one_call = variant == 0;
       const std::string name = std::string("BM_MatMulDram/") + TypeName(type) + "/gate_up_" +
-                               (one_call ? "one_call" : "per_call");
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulDram, type, one_call, options)
+                               (one_call ? "one_call" : "per_call") + (variant == 2 ? "_team" : "");
+      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulDram, type, one_call,
+                                   variant == 2 ? on_team : options)
           ->Arg(1)
           ->Arg(16)
           ->ArgName("batch")
@@ -347,7 +415,8 @@ int main(int argc, char** argv) {
               pagoda::cpu::SimdLevelName(pagoda::cpu::DetectSimdLevel()), num_threads);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  pagoda::cpu::mm::RegisterAll(options);
+  pagoda::cpu::ThreadTeam team(num_threads);
+  pagoda::cpu::mm::RegisterAll(options, &team);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <tbb/info.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,16 @@ Status CheckThreads(const CpuBackendOptions& options) {
                          "; 0: one per core)");
 }
 
+// The step's loops on a spinning team of options.threads (0: every hardware thread) when that
+// does not oversubscribe the cores (spinning threads that outnumber them would wait on each
+// other's time slices); else none, and the loops run in the backend's oneTBB arena.
+std::unique_ptr<ThreadTeam> MakeTeam(const CpuBackendOptions& options) {
+  const int hw = tbb::info::default_concurrency();  // the hardware threads this process may use
+  const int threads = options.threads > 0 ? int{options.threads} : hw;
+  if (hw <= 0 || threads > hw) return nullptr;
+  return std::make_unique<ThreadTeam>(threads);
+}
+
 }  // namespace
 
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options) {
@@ -128,6 +139,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
   kv.n_kv_heads = config.n_kv_heads;
   kv.head_dim = config.head_dim;
   PAGODA_ASSIGN_OR_RETURN(KvPool pool, KvPool::Create(kv));
+  std::unique_ptr<ThreadTeam> team = MakeTeam(options);
   TkgWorkspaceDims dims;
   dims.max_tokens = limits.max_num_batched_tokens;
   dims.max_seqs = std::min(limits.max_num_seqs, limits.max_num_batched_tokens);
@@ -137,25 +149,28 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
   dims.n_heads = config.n_heads;
   dims.n_kv_heads = config.n_kv_heads;
   dims.head_dim = config.head_dim;
-  dims.max_threads = std::max(options.threads, tbb::this_task_arena::max_concurrency());
+  dims.max_threads =
+      std::max({options.threads, tbb::this_task_arena::max_concurrency(), Concurrency(team.get())});
+  dims.team = team.get();
   dims.max_simd = options.max_simd_level;
   dims.f16_matmul = options.f16_matmul;
   dims.batch_invariant = BatchInvariant(options, weights);
   PAGODA_ASSIGN_OR_RETURN(TkgWorkspace ws, TkgWorkspace::Create(dims));
-  return std::unique_ptr<CpuBackend>(
-      new CpuBackend(config, weights, std::move(pool), std::move(ws), limits, options));
+  return std::unique_ptr<CpuBackend>(new CpuBackend(
+      config, weights, std::move(pool), std::move(team), std::move(ws), limits, options));
 }
 
 CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
-                       TkgWorkspace workspace, const StepLimits& limits,
-                       const CpuBackendOptions& options)
+                       std::unique_ptr<ThreadTeam> team, TkgWorkspace workspace,
+                       const StepLimits& limits, const CpuBackendOptions& options)
     : config_(config),
       weights_(options.pack_weights
                    ? packed_.Pack(weights, EffectiveSimdLevel(options.max_simd_level))
                    : weights),
       pool_(std::move(pool)),
+      team_(std::move(team)),
       tkg_(std::move(workspace)),
-      matmul_{options.max_simd_level, options.f16_matmul, tkg_.dims().batch_invariant},
+      matmul_{options.max_simd_level, options.f16_matmul, tkg_.dims().batch_invariant, team_.get()},
       rope_inv_freq_(RopeInvFreq(config)),
       arena_(std::make_unique<tbb::task_arena>(
           options.threads > 0 ? int{options.threads} : int{tbb::task_arena::automatic})) {
@@ -286,6 +301,7 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b) {
   a.sliding_window = c.sliding_window;
   a.out = std::span<float>(attn_.data(), n * c.q_dim());
   a.max_simd = matmul_.max_level;
+  a.team = team_.get();
   PAGODA_RETURN_IF_ERROR(FlashPagedAttention(a));
   WriteKv(kv, scratch_.k.data(), scratch_.v.data(), b.slot_mapping);
   mm::MatMul(w.wo, attn_.data(), n, attn_out_.data(), matmul_);

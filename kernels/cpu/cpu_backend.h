@@ -30,6 +30,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/packed_weights.h"
 #include "kernels/cpu/simd_level.h"
+#include "kernels/cpu/thread_team.h"
 #include "kvcache/kv_cache_config.h"
 #include "model/model_config.h"
 #include "model/weights.h"
@@ -51,8 +52,10 @@ inline constexpr std::pair<std::string_view, BatchInvariance> kBatchInvarianceNa
 
 // The CPU backend's own options (the config's `backend:` section, and the CLI's kernel flags).
 struct CpuBackendOptions {
-  // Worker threads of the backend's own oneTBB arena, in which every Execute runs (0: one per
-  // core). The arena bounds the kernels' parallelism independently of other threads (gRPC).
+  // Compute threads of the backend (0: one per core), the caller of Execute among them: a
+  // spinning ThreadTeam (thread_team.h) that runs every parallel loop of a step when there are
+  // no more threads than hardware threads, else the backend's own oneTBB arena. Either bounds
+  // the kernels' parallelism independently of other threads (gRPC).
   int32_t threads = 0;
   // Highest SIMD level of every kernel (simd_level.h); they run at min(max_simd_level, the
   // CPU's best). The default is the best this CPU has. Set by the CLI's --kernels (not YAML).
@@ -107,7 +110,8 @@ class CpuBackend final : public Backend {
                                                            const StepLimits& limits,
                                                            const CpuBackendOptions& options);
   CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
-             TkgWorkspace workspace, const StepLimits& limits, const CpuBackendOptions& options);
+             std::unique_ptr<ThreadTeam> team, TkgWorkspace workspace, const StepLimits& limits,
+             const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;
   Status ExecuteInArena(const StepBatch& batch, std::span<float> logits);
   PagedKvView LayerView(int layer);
@@ -120,6 +124,7 @@ class CpuBackend final : public Backend {
   PackedWeights packed_;  // the packed copies weights_ points into (options.pack_weights)
   ModelWeights weights_;  // the model's views (+ packed copies)
   KvPool pool_;
+  std::unique_ptr<ThreadTeam> team_;  // null: the loops run in arena_ (see options.threads)
   TkgWorkspace tkg_;
   BackendCapabilities caps_;
   mm::MatMulOptions matmul_;  // options.max_simd_level and f16_matmul, for every matmul

@@ -1,8 +1,5 @@
 #include "kernels/cpu/attention/attention_block_tkg.h"
 
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -33,7 +30,7 @@ Status CheckOptional(const std::string& name, std::span<const float> s, int64_t 
 
 // The block's matmuls run at the workspace's level cap and F16 mode.
 mm::MatMulOptions MatMulOptionsOf(const TkgWorkspaceDims& d) {
-  return {d.max_simd, d.f16_matmul, d.batch_invariant};
+  return {d.max_simd, d.f16_matmul, d.batch_invariant, d.team};
 }
 
 }  // namespace
@@ -54,7 +51,7 @@ class TkgRunner {
                           bool keys_in_cache = false);
   static int64_t FixedSplitLen(const TkgWorkspaceDims& d, int64_t len);
   static void RunTask(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
-                      const TkgWorkspace::Task& task, float scale);
+                      const TkgWorkspace::Task& task, float scale, int member);
   static void Combine(const PagedDecodeAttentionArgs& a, const TkgWorkspace& ws,
                       const TkgWorkspace::Group& group);
   static Status ValidateBlock(const TkgConfig& c, const TkgWeights& w, const TkgArgs& a,
@@ -70,7 +67,7 @@ class TkgRunner {
 
 Result<TkgWorkspace> TkgWorkspace::Create(const TkgWorkspaceDims& dims) {
   TkgWorkspaceDims d = dims;
-  if (d.max_threads == 0) d.max_threads = tbb::this_task_arena::max_concurrency();
+  if (d.max_threads == 0) d.max_threads = Concurrency(d.team);
   if (d.max_tokens <= 0 || d.max_seqs <= 0 || d.max_tokens_per_seq <= 0 || d.hidden <= 0 ||
       d.n_heads <= 0 || d.n_kv_heads <= 0 || d.head_dim <= 0 || d.max_splits <= 0 ||
       d.max_threads <= 0 || d.n_heads % d.n_kv_heads != 0) {
@@ -130,7 +127,7 @@ Status TkgRunner::ValidateAttention(const PagedDecodeAttentionArgs& a, const Tkg
       return ResourceExhausted("q_len " + std::to_string(s.q_len) + " > max_tokens_per_seq");
     }
   }
-  if (tbb::this_task_arena::max_concurrency() > wd.max_threads) {
+  if (Concurrency(wd.team) > wd.max_threads) {
     return FailedPrecondition("workspace was sized for fewer threads than the current arena");
   }
   return Status::Ok();
@@ -172,7 +169,7 @@ Status TkgRunner::PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
   const int32_t g = a.n_heads / n_kv;
   int64_t n_groups = 0;
   for (const AttnSeq& s : a.seqs) n_groups += s.q_len > 0 ? n_kv : 0;
-  const int64_t want = 4LL * tbb::this_task_arena::max_concurrency();
+  const int64_t want = 4LL * Concurrency(ws.dims_.team);
   const int64_t desired = n_groups >= want || n_groups == 0 ? 1 : (want + n_groups - 1) / n_groups;
   int64_t offset = 0;
   for (size_t b = 0; b < a.seqs.size(); ++b) {
@@ -221,7 +218,7 @@ Status TkgRunner::PlanTasks(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
 }
 
 void TkgRunner::RunTask(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
-                        const TkgWorkspace::Task& task, float scale) {
+                        const TkgWorkspace::Task& task, float scale, int member) {
   const AttnSeq& s = a.seqs[task.seq];
   const int32_t d = a.kv.head_dim;
   const int32_t n_kv = a.kv.n_kv_heads;
@@ -260,8 +257,7 @@ void TkgRunner::RunTask(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws,
     keys.new_end = s.q_len;
     keys.new_first_pos = s.ctx_len;
   }
-  const int thread = std::max(0, tbb::this_task_arena::current_thread_index());
-  float* scratch = ws.thread_scratch_.data() + Floats(thread, ws.thread_scratch_floats_);
+  float* scratch = ws.thread_scratch_.data() + Floats(member, ws.thread_scratch_floats_);
   attn::InitRows(rows);
   attn::AttendKeys(rows, keys, attn::MakeTileScratch(scratch, n_rows, d));
 }
@@ -300,9 +296,14 @@ void TkgRunner::Combine(const PagedDecodeAttentionArgs& a, const TkgWorkspace& w
 
 void TkgRunner::Attention(const PagedDecodeAttentionArgs& a, TkgWorkspace& ws) {
   const float scale = a.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(a.kv.head_dim)));
-  tbb::parallel_for(size_t{0}, ws.tasks_.size(),
-                    [&](size_t i) { RunTask(a, ws, ws.tasks_[i], scale); });
-  tbb::parallel_for(size_t{0}, ws.groups_.size(), [&](size_t i) { Combine(a, ws, ws.groups_[i]); });
+  ParallelFor(ws.dims_.team, static_cast<int64_t>(ws.tasks_.size()),
+              [&](int64_t begin, int64_t end, int member) {
+                for (int64_t i = begin; i < end; ++i) RunTask(a, ws, ws.tasks_[i], scale, member);
+              });
+  ParallelFor(ws.dims_.team, static_cast<int64_t>(ws.groups_.size()),
+              [&](int64_t begin, int64_t end, int) {
+                for (int64_t i = begin; i < end; ++i) Combine(a, ws, ws.groups_[i]);
+              });
 }
 
 Status PagedDecodeAttention(const PagedDecodeAttentionArgs& args, TkgWorkspace& ws) {

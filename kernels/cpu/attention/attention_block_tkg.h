@@ -45,6 +45,7 @@
 #include "kernels/cpu/attention/paged_kv.h"
 #include "kernels/cpu/matmul/matmul.h"
 #include "kernels/cpu/simd_level.h"
+#include "kernels/cpu/thread_team.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -104,6 +105,10 @@ struct TkgWorkspaceDims {
   // query's result does not depend on the batch or on how many tokens its sequence runs.
   int64_t max_context = 0;
   int32_t max_threads = 0;  // 0: tbb::this_task_arena::max_concurrency() at creation
+  // Where the calls' parallel loops run (the attention's and the block's matmuls): this team
+  // (not owned: must outlive the workspace; size() <= max_threads), or oneTBB's current arena
+  // when null.
+  ThreadTeam* team = nullptr;
   // Highest SIMD level (simd_level.h) of the attention and of the block's matmuls; the CPU's
   // best by default. The backend passes its cap; tests lower it to run the AVX2 and portable
   // kernels on an AVX-512 machine.

@@ -1,7 +1,6 @@
 #include "kernels/cpu/attention/flash_paged_attention.h"
 
 #include <tbb/enumerable_thread_specific.h>
-#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cmath>
@@ -157,8 +156,9 @@ Status FlashPagedAttention(const FlashPagedAttentionArgs& args) {
       args.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(args.kv.head_dim)));
   const std::vector<Task> tasks = MakeTasks(args, g);
   tbb::enumerable_thread_specific<std::vector<float>> scratch;
-  tbb::parallel_for(size_t{0}, tasks.size(),
-                    [&](size_t i) { RunTask(args, tasks[i], scale, scratch.local()); });
+  ParallelFor(args.team, static_cast<int64_t>(tasks.size()), [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) RunTask(args, tasks[i], scale, scratch.local());
+  });
   return Status::Ok();
 }
 

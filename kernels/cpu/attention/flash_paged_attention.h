@@ -1,6 +1,6 @@
 // flash_paged_attention: prefill / context-encoding attention over a paged KV cache for a varlen
-// batch of sequence chunks (docs/seed-kernels.md section 1, CPU port with structured metadata instead
-// of a dense mask).
+// batch of sequence chunks (docs/seed-kernels.md section 1, CPU port with structured metadata
+// instead of a dense mask).
 //
 // Per sequence s (AttnSeq): its chunk's new tokens are rows [q_start, q_start + q_len) of Q/K/V/O;
 // its context is the ctx_len tokens at logical positions [0, ctx_len) already in the paged cache
@@ -35,6 +35,7 @@
 #include "common/status.h"
 #include "kernels/cpu/attention/paged_kv.h"
 #include "kernels/cpu/simd_level.h"
+#include "kernels/cpu/thread_team.h"
 
 namespace pagoda::cpu {
 
@@ -56,6 +57,7 @@ struct FlashPagedAttentionArgs {
   // Highest SIMD level (simd_level.h; the CPU's best by default): the backend passes its cap,
   // tests lower it to run every level.
   SimdLevel max_simd = kMaxSimdLevel;
+  ThreadTeam* team = nullptr;  // where the loop runs (not owned); null: oneTBB's current arena
 };
 
 // Errors (INVALID_ARGUMENT, nothing written): bad kv view, n_heads % n_kv_heads != 0, sizes of

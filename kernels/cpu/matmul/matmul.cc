@@ -17,6 +17,7 @@
 #include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul_kernels.h"
 #include "kernels/cpu/portable_math.h"
+#include "kernels/cpu/thread_team.h"
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -249,7 +250,7 @@ void Reserve(ActFormat format, int64_t n, int64_t cols, PreparedActivations& p) 
 }
 
 void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64_t cols,
-             PreparedActivations& p) {
+             ThreadTeam* team, PreparedActivations& p) {
   p.view.x = x;
   p.view.cols = cols;
   if (format == ActFormat::kF32) return;
@@ -261,8 +262,8 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
   if (interleave_x16 == nullptr) interleave_x16 = internal::InterleaveX16Portable;
   internal::Bf16PairsFn bf16_pairs = internal::X86Bf16Pairs(level);
   if (bf16_pairs == nullptr) bf16_pairs = internal::Bf16PairsPortable;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t t = r.begin(); t < r.end(); ++t) {
+  ParallelFor(team, n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
       const float* xt = x + t * cols;
       if (format == ActFormat::kBf16) {
         for (int64_t c = 0; c < cols; ++c) p.xb[t * ld + c] = Fp32ToBf16(xt[c]);
@@ -294,11 +295,15 @@ void Prepare(ActFormat format, SimdLevel level, const float* x, int64_t n, int64
     }
   });
   if (format == ActFormat::kQ8Lanes) {
-    tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { PackLanes(p, n, g); });
+    ParallelFor(team, (n + 15) / 16, [&](int64_t begin, int64_t end, int) {
+      for (int64_t g = begin; g < end; ++g) PackLanes(p, n, g);
+    });
   }
   const bool grouped = format == ActFormat::kQ8VecGroups && n >= internal::kQ8GroupedMinTokens;
   if (grouped) {
-    tbb::parallel_for(int64_t{0}, (n + 15) / 16, [&](int64_t g) { GroupTokens(p, n, g); });
+    ParallelFor(team, (n + 15) / 16, [&](int64_t begin, int64_t end, int) {
+      for (int64_t g = begin; g < end; ++g) GroupTokens(p, n, g);
+    });
   }
   p.view.xg = grouped ? p.xg.data() : nullptr;
   p.view.xgc = grouped ? p.xgc.data() : nullptr;
@@ -571,15 +576,17 @@ struct Product {
 // per kernel tile; packed BF16 and F16 rows too (two groups make their batched kernels'
 // 16-accumulator tile: pagoda_bench_matmul BF16 down 2048 x 5632, 512 tokens, 448-492 GFLOP/s
 // with tiles of one group, 659-704 with two); packed Q8_0 rows come in groups of 16.
-// The GEMV of packed rows takes kGemvTileBytes in whole tiles of kGemvRowAlign rows.
-int64_t ProductTileRows(const Product& p, int64_t n_tokens) {
+// The GEMV of packed rows takes kGemvTileBytes in whole tiles of kGemvRowAlign rows; on a
+// ThreadTeam (`on_team`) one kGemvRowAlign tile each, which the team's shrinking claims join
+// (RunTiles).
+int64_t ProductTileRows(const Product& p, int64_t n_tokens, bool on_team) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
   int64_t tile_bytes = kTileBytes;
   const bool float_groups = packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
   if (packed && n_tokens == 1) {
     row_align = kGemvRowAlign;
-    tile_bytes = kGemvTileBytes;
+    tile_bytes = on_team ? 0 : kGemvTileBytes;
   } else if (p.plan.conversion == RowConversion::kI16 || float_groups) {
     row_align = 32;
   } else if (packed && p.w->type == GgmlType::kQ8_0) {
@@ -588,13 +595,42 @@ int64_t ProductTileRows(const Product& p, int64_t n_tokens) {
   return TileRows(p.w->rows, TileRowBytes(*p.w, p.plan.conversion), row_align, tile_bytes);
 }
 
+// Runs tiles [begin, end) (RunProducts' numbering), each with its product's kernel. Where a
+// kernel reads the rows as they are (no conversion) and takes every token in one chunk, the
+// run's consecutive tiles of one product go to one kernel call (one longer stream per row
+// group: a team's claims of many tiles).
+void RunTiles(std::span<const Product> products, const Activations& acts, int64_t n_tokens,
+              int64_t chunk, int64_t begin, int64_t end, TileBuffers& buffers) {
+  for (int64_t i = begin; i < end;) {
+    const Product& p =
+        *(std::upper_bound(products.begin(), products.end(), i,
+                           [](int64_t v, const Product& q) { return v < q.first_tile; }) -
+          1);
+    const WeightView& w = *p.w;
+    const bool join = n_tokens <= chunk && (p.plan.conversion == RowConversion::kNone ||
+                                            p.plan.conversion == RowConversion::kPacked);
+    const int64_t p_tiles = (w.rows + p.tile_rows - 1) / p.tile_rows;
+    const int64_t last = join ? std::min(end, p.first_tile + p_tiles) : i + 1;
+    const int64_t r0 = (i - p.first_tile) * p.tile_rows;
+    const int64_t nr = std::min((last - p.first_tile) * p.tile_rows, w.rows) - r0;
+    int64_t stride = w.row_bytes;
+    const uint8_t* wt = ConvertTile(w, p.plan, r0, nr, buffers, &stride);
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+      const int64_t nt = std::min(chunk, n_tokens - t0);
+      p.plan.kernel.fn(wt, stride, nr, acts, t0, nt, p.y + t0 * w.rows + r0, w.rows);
+    }
+    i = last;
+  }
+}
+
 // Runs the products (same cols; plans that read the same activation format, prepared once in
 // acts, and the same max_chunk) in one parallel loop over all their row tiles, each tile with its
-// product's kernel.
-void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens) {
+// product's kernel: on `team` in its claims, else on oneTBB one tile per task.
+void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens,
+                 ThreadTeam* team) {
   int64_t n_tiles = 0;
   for (Product& p : products) {
-    p.tile_rows = ProductTileRows(p, n_tokens);
+    p.tile_rows = ProductTileRows(p, n_tokens, team != nullptr);
     p.first_tile = n_tiles;
     n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
   }
@@ -608,24 +644,19 @@ void RunProducts(std::span<Product> products, const Activations& acts, int64_t n
           ? n_tokens
           : std::min(products.front().max_chunk,
                      std::max<int64_t>(16, kChunkBytes / std::max<int64_t>(1, cols * 4)) / 16 * 16);
+  if (team != nullptr) {
+    team->ParallelFor(n_tiles, [&](int64_t begin, int64_t end, int) {
+      thread_local TileBuffers buffers;  // this thread's converted rows (grow-only)
+      RunTiles(products, acts, n_tokens, chunk, begin, end, buffers);
+    });
+    return;
+  }
   tbb::parallel_for(
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
       [&](const tbb::blocked_range<int64_t>& range) {
         thread_local TileBuffers buffers;  // this worker's converted rows (grow-only)
         for (int64_t i = range.begin(); i < range.end(); ++i) {
-          const Product& p =
-              *(std::upper_bound(products.begin(), products.end(), i,
-                                 [](int64_t v, const Product& q) { return v < q.first_tile; }) -
-                1);
-          const WeightView& w = *p.w;
-          const int64_t r0 = (i - p.first_tile) * p.tile_rows;
-          const int64_t nr = std::min(p.tile_rows, w.rows - r0);
-          int64_t stride = w.row_bytes;
-          const uint8_t* wt = ConvertTile(w, p.plan, r0, nr, buffers, &stride);
-          for (int64_t t0 = 0; t0 < n_tokens; t0 += chunk) {
-            const int64_t nt = std::min(chunk, n_tokens - t0);
-            p.plan.kernel.fn(wt, stride, nr, acts, t0, nt, p.y + t0 * w.rows + r0, w.rows);
-          }
+          RunTiles(products, acts, n_tokens, chunk, i, i + 1, buffers);
         }
       },
       tbb::simple_partitioner());
@@ -680,8 +711,8 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
       return p.plan.kernel.act == first.plan.kernel.act && p.max_chunk == first.max_chunk;
     });
     PreparedActivations& acts = ThreadActivations();
-    Prepare(first.plan.kernel.act, level, x, n_tokens, first.w->cols, acts);
-    RunProducts(std::span<Product>(rest, group_end), acts.view, n_tokens);
+    Prepare(first.plan.kernel.act, level, x, n_tokens, first.w->cols, options.team, acts);
+    RunProducts(std::span<Product>(rest, group_end), acts.view, n_tokens, options.team);
     rest = group_end;
   }
 }

@@ -73,6 +73,10 @@
 #include "kernels/cpu/simd_level.h"
 #include "model/weights.h"
 
+namespace pagoda::cpu {
+class ThreadTeam;  // kernels/cpu/thread_team.h
+}  // namespace pagoda::cpu
+
 namespace pagoda::cpu::mm {
 
 // How F16 weights are multiplied in batches of >= 32 tokens (batched decode, prefill); one
@@ -99,6 +103,9 @@ struct MatMulOptions {
   // no int16 or bf16 conversion, no Q8_0 token lanes but from packed rows: prefill and large
   // batches run at the small-batch kernels' rate, see FreeBatchInvariance).
   bool batch_invariant = false;
+  // Where the parallel loops run: this team (not owned; CpuBackend's, one call at a time), or
+  // oneTBB's current arena when null. The results are the same bits either way.
+  ThreadTeam* team = nullptr;
 };
 
 // Whether batch-invariant plans for `type` at `level` (an effective level) cost nothing: F32
@@ -135,8 +142,8 @@ int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols);
 void PackRows(const WeightView& w, uint8_t* dst);
 
 // y: [n_tokens][w.rows], x: [n_tokens][w.cols] (see the layouts above). Parallel over row tiles
-// (oneTBB, the current arena); each weight row is read once per call for up to 32 tokens
-// (about 256 KiB of activations), once per such token chunk beyond that.
+// (MatMulOptions::team, else oneTBB's current arena); each weight row is read once per call for up
+// to 32 tokens (about 256 KiB of activations), once per such token chunk beyond that.
 void MatMul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
             const MatMulOptions& options = {});
 

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <tuple>
@@ -336,8 +338,9 @@ RefStep Reference(const TkgCase& c, const TestPool& pool) {
 }
 
 TkgWorkspace MakeWorkspace(const TkgConfig& k, int32_t max_tokens, int32_t max_seqs,
-                           int32_t max_per_seq) {
+                           int32_t max_per_seq, ThreadTeam* team = nullptr) {
   TkgWorkspaceDims dims;
+  dims.team = team;
   dims.max_tokens = max_tokens;
   dims.max_seqs = max_seqs;
   dims.max_tokens_per_seq = max_per_seq;
@@ -400,6 +403,7 @@ class AttentionBlockTkgRandomTest : public ::testing::TestWithParam<KvDtype> {};
 
 TEST_P(AttentionBlockTkgRandomTest, MatchesFp64ReferenceAndWritesSlots) {
   const KvDtype dtype = GetParam();
+  ThreadTeam team(Concurrency(nullptr));
   for (int seed = 0; seed < 52; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(2000 + seed * 13 + static_cast<int>(dtype));
@@ -426,6 +430,14 @@ TEST_P(AttentionBlockTkgRandomTest, MatchesFp64ReferenceAndWritesSlots) {
     EXPECT_LE(worst, Tolerance(dtype))
         << "d " << c.cfg.head_dim << " heads " << c.cfg.n_heads << "/" << c.cfg.n_kv_heads << " bs "
         << c.bs << " window " << c.cfg.sliding_window << " rope " << c.cfg.rope_dim;
+    CheckCacheWrites(c, before, r);
+    // The same step on a ThreadTeam as large as the arena (the same task plan): the same bits.
+    std::copy(before.k.begin(), before.k.end(), c.pool->k.begin());  // the view keeps its buffers
+    std::copy(before.v.begin(), before.v.end(), c.pool->v.begin());
+    TkgWorkspace team_ws = MakeWorkspace(c.cfg, 16, 4, 4, &team);
+    std::vector<float> team_out(c.x.size(), 0.0f);
+    ASSERT_TRUE(AttentionBlockTkg(c.cfg, c.w, MakeArgs(c, team_out), team_ws).ok());
+    EXPECT_EQ(0, std::memcmp(out.data(), team_out.data(), out.size() * sizeof(float)));
     CheckCacheWrites(c, before, r);
   }
 }

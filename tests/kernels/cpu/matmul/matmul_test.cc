@@ -40,6 +40,7 @@
 
 #include "common/numerics.h"
 #include "kernels/cpu/matmul/matmul_kernels.h"
+#include "kernels/cpu/thread_team.h"
 
 namespace pagoda::cpu::mm {
 namespace {
@@ -405,6 +406,15 @@ TEST_P(MatMulTest, DeterministicAcrossThreadCounts) {
   tbb::task_arena(1).execute([&] { MatMul(m.view(), x.data(), n, y1.data(), {level}); });
   tbb::task_arena(2).execute([&] { MatMul(m.view(), x.data(), n, y2.data(), {level}); });
   EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)));
+  for (int size : {2, 3}) {  // on a ThreadTeam: its claims join tiles, the same bits
+    ThreadTeam team(size);
+    for (int64_t tokens : {int64_t{1}, n}) {
+      std::vector<float> yt(static_cast<size_t>(tokens * rows));
+      MatMul(m.view(), x.data(), tokens, yt.data(), {level, kDefaultF16Matmul, false, &team});
+      tbb::task_arena(1).execute([&] { MatMul(m.view(), x.data(), tokens, y1.data(), {level}); });
+      EXPECT_EQ(0, std::memcmp(y1.data(), yt.data(), yt.size() * sizeof(float))) << size;
+    }
+  }
 }
 
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
@@ -441,6 +451,7 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
                                             ? std::vector<int64_t>{7, 32, 117, 544, 1056, 4096}
                                             : std::vector<int64_t>{32, 64, 96, 544, 1056, 4096};
   uint32_t seed = 100;
+  ThreadTeam team(2);
   for (int64_t cols : col_list) {
     // 300 rows: tiles of several row groups (packed Q8_0 batches pair them, every GEMV walks
     // 4 side by side).
@@ -503,6 +514,10 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
         tbb::task_arena(1).execute(
             [&] { MatMul(m.view(), x.data(), n, serial.data(), MatMulOptions{level}); });
         EXPECT_EQ(0, std::memcmp(serial.data(), y.data(), y.size() * 4));
+        // On a ThreadTeam (the GEMV in 64-row tiles whose claims join into longer calls).
+        MatMul(m.view(), x.data(), n, serial.data(),
+               MatMulOptions{level, kDefaultF16Matmul, false, &team});
+        EXPECT_EQ(0, std::memcmp(serial.data(), y.data(), y.size() * 4)) << "on a team";
         if (HasFailure()) return;
       }
     }
@@ -779,6 +794,7 @@ void ExpectSameInputMatchesMatMul(std::vector<Matrix> ms, bool pack) {
   }
   std::vector<const WeightView*> ws;
   for (const WeightView& v : views) ws.push_back(&v);
+  ThreadTeam team(3);
   for (SimdLevel level : Levels()) {
     for (int64_t n : {1, 2, 33, 130}) {
       SCOPED_TRACE(::testing::Message() << SimdLevelName(level) << " n=" << n << " pack " << pack);
@@ -796,6 +812,13 @@ void ExpectSameInputMatchesMatMul(std::vector<Matrix> ms, bool pack) {
         EXPECT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4)) << i;
         EXPECT_FALSE(std::isnan(shared[i].front()) && ms[i].rows > 0) << i;
       }
+      // On a ThreadTeam: claims end at each matrix's last row, the same bits.
+      for (std::vector<float>& y : shared) std::fill(y.begin(), y.end(), NAN);
+      MatMulSameInput(ws, x.data(), n, ys, MatMulOptions{level, kDefaultF16Matmul, false, &team});
+      for (size_t i = 0; i < ms.size(); ++i) {
+        EXPECT_EQ(0, std::memcmp(shared[i].data(), single[i].data(), shared[i].size() * 4))
+            << i << " on a team";
+      }
     }
   }
 }
@@ -812,6 +835,15 @@ TEST(MatMulApiTest, SameInputMatchesMatMulBitForBitFromPackedRows) {
       {RandomMatrix(GgmlType::kQ2_K, 70, 512, 51), RandomMatrix(GgmlType::kQ8_0, 40, 512, 52),
        RandomMatrix(GgmlType::kQ2_K, 33, 512, 53), RandomMatrix(GgmlType::kQ3_K, 17, 512, 54),
        RandomMatrix(GgmlType::kQ3_K, 0, 512, 55)},
+      true);
+}
+
+// Tall enough that a team's claims join several 64-row GEMV tiles and meet the ends of the
+// matrices (claims of ceil(remaining / 6) over 5 + 4 + 3 + 2 tiles).
+TEST(MatMulApiTest, SameInputMatchesMatMulBitForBitInJoinedClaims) {
+  ExpectSameInputMatchesMatMul(
+      {RandomMatrix(GgmlType::kQ4_K, 300, 512, 61), RandomMatrix(GgmlType::kQ4_K, 200, 512, 62),
+       RandomMatrix(GgmlType::kQ6_K, 130, 512, 63), RandomMatrix(GgmlType::kQ4_K, 70, 512, 64)},
       true);
 }
 
