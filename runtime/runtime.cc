@@ -30,6 +30,9 @@ Status RejectKeysTheBackendIgnores(const RuntimeConfig& c) {
     PAGODA_RETURN_IF_ERROR(
         RejectIgnored(c.cpu.threads != cpu::CpuBackendOptions{}.threads, "backend.threads",
                       "backend.type neuron (it sizes the CPU backend's thread arena)"));
+    PAGODA_RETURN_IF_ERROR(RejectIgnored(c.cpu.spin_us != cpu::CpuBackendOptions{}.spin_us,
+                                         "backend.spin_us",
+                                         "backend.type neuron (the CPU backend's thread team)"));
     PAGODA_RETURN_IF_ERROR(
         RejectIgnored(c.cpu.batch_invariance != cpu::CpuBackendOptions{}.batch_invariance,
                       "backend.batch_invariant", "backend.type neuron (the CPU kernels' plans)"));

@@ -186,6 +186,7 @@ const std::vector<Field>& Fields() {
       Str("speculative.draft_model", PAGODA_CFG(runtime.engine.speculative.draft_model)),
       Enum("backend.type", PAGODA_CFG(runtime.backend)),
       Int("backend.threads", cpu::kCpuThreadsRange, PAGODA_CFG(runtime.cpu.threads)),
+      Int("backend.spin_us", cpu::kCpuSpinUsRange, PAGODA_CFG(runtime.cpu.spin_us)),
       Bool("backend.pack_weights", PAGODA_CFG(runtime.cpu.pack_weights)),
       Enum("backend.batch_invariant", PAGODA_CFG(runtime.cpu.batch_invariance)),
       Str("neuron.runtime_library", PAGODA_CFG(runtime.neuron.runtime_library)),

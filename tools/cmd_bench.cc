@@ -212,6 +212,7 @@ Status RunModelBench(ModelBenchArgs a, json* out) {
           {"kernels", rt.backend->capabilities().kernels},
           {"f16_matmul", cpu::mm::F16MatmulName(a.runtime.cpu.f16_matmul)},
           {"pack_weights", a.runtime.cpu.pack_weights},
+          {"spin_us", a.runtime.cpu.spin_us},
           {"batch_invariant", rt.backend->capabilities().batch_invariant},
           {"packed_weight_bytes", rt.backend->capabilities().packed_weight_bytes},
           {"prompt_len", a.prompt_len},

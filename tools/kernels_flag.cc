@@ -39,6 +39,11 @@ void AddKernelFlags(CLI::App* cmd, KernelFlags* flags) {
                   "BF16 models, Q8_0 with packed weights at avx512vnni) | on | off (default: the "
                   "config's backend.batch_invariant, auto)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->add_option("--spin-us", flags->spin_us,
+                  "Microseconds the CPU backend's threads spin waiting for a step's next "
+                  "parallel loop before they sleep; 0: no spinning thread team, the loops run "
+                  "in a oneTBB arena (default: the config's backend.spin_us, 500)")
+      ->check(CLI::Range(cpu::kCpuSpinUsRange.min, cpu::kCpuSpinUsRange.max));
 }
 
 Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options) {
@@ -67,6 +72,7 @@ Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* option
   if (const auto mode = ParseEnum<cpu::BatchInvariance>(cpu::kBatchInvarianceNames, name)) {
     options->batch_invariance = *mode;
   }
+  if (flags.spin_us >= 0) options->spin_us = flags.spin_us;
   return Status::Ok();
 }
 

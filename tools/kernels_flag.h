@@ -8,6 +8,9 @@
 //     (CpuBackendOptions::pack_weights; default: the config's backend.pack_weights, on).
 //   --batch-invariant auto|on|off: batch-invariant logits (CpuBackendOptions::batch_invariance;
 //     default: the config's backend.batch_invariant, auto).
+//   --spin-us N: how long the CPU threads spin between a step's parallel loops, 0: a oneTBB
+//     arena instead of the spinning team (CpuBackendOptions::spin_us; default: the config's
+//     backend.spin_us, 500).
 // A flag not given falls back to the environment variable PAGODA_KERNELS / PAGODA_F16_MATMUL /
 // PAGODA_PACK_WEIGHTS / PAGODA_BATCH_INVARIANT (same values, also 0 / 1 for the last two; an
 // unknown value there is ignored). This is the only place the kernel choices are read from the
@@ -25,10 +28,12 @@ namespace pagoda::cli {
 // The flags' values; empty: not given.
 struct KernelFlags {
   std::string kernels, f16_matmul, pack_weights, batch_invariant;
+  int spin_us = -1;  // -1: not given
 };
 
 void AddKernelFlags(CLI::App* cmd, KernelFlags* flags);
-// Sets options->max_simd_level, f16_matmul, pack_weights and batch_invariant from the flags, else
+// Sets options->max_simd_level, f16_matmul, pack_weights, batch_invariant (and spin_us, from
+// the flag only) from the flags, else
 // from the environment, else leaves them. INVALID_ARGUMENT naming the flag for a bad --kernels
 // value.
 Status ApplyKernelFlags(const KernelFlags& flags, cpu::CpuBackendOptions* options);

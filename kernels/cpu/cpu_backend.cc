@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -75,20 +76,22 @@ Status CheckThreads(const CpuBackendOptions& options) {
                          "; 0: one per core)");
 }
 
-// The step's loops on a spinning team of options.threads (0: every hardware thread) when that
-// does not oversubscribe the cores (spinning threads that outnumber them would wait on each
-// other's time slices); else none, and the loops run in the backend's oneTBB arena.
+// The step's loops on a team of options.threads (0: every hardware thread) that spins for
+// options.spin_us between loops, when spin_us > 0 and the team does not oversubscribe the cores
+// (spinning threads that outnumber them would wait on each other's time slices); else none, and
+// the loops run in the backend's oneTBB arena.
 std::unique_ptr<ThreadTeam> MakeTeam(const CpuBackendOptions& options) {
   const int hw = tbb::info::default_concurrency();  // the hardware threads this process may use
   const int threads = options.threads > 0 ? int{options.threads} : hw;
-  if (hw <= 0 || threads > hw) return nullptr;
-  return std::make_unique<ThreadTeam>(threads);
+  if (hw <= 0 || threads > hw || options.spin_us <= 0) return nullptr;
+  return std::make_unique<ThreadTeam>(threads, std::chrono::microseconds(options.spin_us));
 }
 
 }  // namespace
 
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options) {
-  return CheckRange("backend.threads", options.threads, kCpuThreadsRange);
+  PAGODA_RETURN_IF_ERROR(CheckRange("backend.threads", options.threads, kCpuThreadsRange));
+  return CheckRange("backend.spin_us", options.spin_us, kCpuSpinUsRange);
 }
 
 Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config,

@@ -57,6 +57,10 @@ struct CpuBackendOptions {
   // no more threads than hardware threads, else the backend's own oneTBB arena. Either bounds
   // the kernels' parallelism independently of other threads (gRPC).
   int32_t threads = 0;
+  // Microseconds the team's helpers spin after a parallel loop, waiting for the step's next one,
+  // before they sleep (as llama.cpp's --poll); 0: no spinning team, the loops run in the
+  // backend's oneTBB arena. YAML `backend.spin_us`.
+  int32_t spin_us = 500;
   // Highest SIMD level of every kernel (simd_level.h); they run at min(max_simd_level, the
   // CPU's best). The default is the best this CPU has. Set by the CLI's --kernels (not YAML).
   SimdLevel max_simd_level = kMaxSimdLevel;
@@ -80,6 +84,7 @@ struct CpuBackendOptions {
   bool operator==(const CpuBackendOptions&) const = default;
 };
 inline constexpr IntRange kCpuThreadsRange{0, 4096};
+inline constexpr IntRange kCpuSpinUsRange{0, 1000000};
 // Whether a backend with these options over `weights` is batch-invariant (kAuto resolved).
 bool BatchInvariant(const CpuBackendOptions& options, const ModelWeights& weights);
 // The ranges above; errors name the `backend.` key.

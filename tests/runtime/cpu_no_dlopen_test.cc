@@ -57,6 +57,10 @@ TEST(RuntimeConfigTest, DefaultsAreValidAndEachLayersRuleIsChecked) {
   EXPECT_EQ(ValidateRuntimeConfig(c).message(),
             "backend.threads: expected an integer in 0..4096, got -1");
   c = RuntimeConfig{};
+  c.cpu.spin_us = -1;
+  EXPECT_EQ(ValidateRuntimeConfig(c).message(),
+            "backend.spin_us: expected an integer in 0..1000000, got -1");
+  c = RuntimeConfig{};
   c.neuron.exec_timeout_s = 0;
   EXPECT_EQ(ValidateRuntimeConfig(c).message(),
             "neuron.exec_timeout_s: expected an integer in 1..3600, got 0");
@@ -77,8 +81,11 @@ TEST(RuntimeConfigTest, KeysTheSelectedBackendIgnoresAreRejected) {
   c = RuntimeConfig{};
   c.backend = BackendType::kNeuron;
   c.cpu.pack_weights = false;
-  EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("backend.pack_weights: not used with", 0),
-            0u);
+  EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("backend.pack_weights: not used with", 0), 0u);
+  c = RuntimeConfig{};
+  c.backend = BackendType::kNeuron;
+  c.cpu.spin_us = 0;
+  EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("backend.spin_us: not used with", 0), 0u);
   c = RuntimeConfig{};
   c.neuron.artifacts_dir = "/artifacts";
   EXPECT_EQ(ValidateRuntimeConfig(c).message().rfind("neuron: the neuron.* keys are used only", 0),

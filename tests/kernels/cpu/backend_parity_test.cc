@@ -538,6 +538,25 @@ TEST(CpuBackendPackedWeights, F16MatricesAreCopiedAsTheyAre) {
   }
 }
 
+// backend.spin_us: on the spinning thread team (the default) and in the oneTBB arena (0) every
+// logit is the same bits, through prefill chunks and decode steps, for file and packed rows.
+TEST(CpuBackendThreadTeam, TeamAndTbbGiveTheSameBits) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kBF16}) {
+    SCOPED_TRACE(TypeName(type));
+    auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 17);
+    if (type != GgmlType::kF32) QuantizeLayers(*m, type);
+    const std::vector<int32_t> tokens = {1, 7, 3, 9, 4, 22, 5, 31, 8, 2, 17, 6};
+    cpu::CpuBackendOptions team, tbb;
+    team.threads = tbb.threads = 2;
+    tbb.spin_us = 0;
+    const auto on_team = RunBackend(*m, tokens, 8, 3, 4, team);
+    const auto on_tbb = RunBackend(*m, tokens, 8, 3, 4, tbb);
+    ASSERT_EQ(on_team.size(), on_tbb.size());
+    ASSERT_FALSE(on_tbb.empty());
+    for (size_t i = 0; i < on_tbb.size(); ++i) EXPECT_EQ(on_team[i], on_tbb[i]) << "output " << i;
+  }
+}
+
 // The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
 // checks the engine tests' fake backend shares), writes nothing, and then still serves.
 TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
