@@ -74,7 +74,7 @@ void ThreadTeam::RunClaims(uint64_t generation, int member) {
 
 void ThreadTeam::ParallelFor(int64_t n, LoopBody body) {
   if (n <= 0) return;
-  if (size_ == 1 || n > kMaxItems || in_loop_.exchange(true, std::memory_order_acquire)) {
+  if (size_ == 1 || n == 1 || n > kMaxItems || in_loop_.exchange(true, std::memory_order_acquire)) {
     body(0, n, 0);  // NOTE: a nested call keeps in_loop_ as the outer loop set it
     return;
   }

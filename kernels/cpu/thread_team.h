@@ -51,8 +51,9 @@ class ThreadTeam {
   int size() const { return size_; }
 
   // Runs body over [0, n) and returns when every item is done. Claims from a shared counter
-  // take ceil(remaining / (2 size)) items, shrinking to one near the end. n > kMaxItems, a
-  // team of one or a nested call: the whole range inline on the calling thread.
+  // take ceil(remaining / (2 size)) items, shrinking to one near the end. One item, n >
+  // kMaxItems, a team of one or a nested call: the whole range inline on the calling thread
+  // (member 0; the helpers are not woken).
   void ParallelFor(int64_t n, LoopBody body);
 
  private:

@@ -102,6 +102,20 @@ TEST(ThreadTeam, OversizedLoopRunsInline) {
   EXPECT_EQ(items, ThreadTeam::kMaxItems + 1);
 }
 
+TEST(ThreadTeam, OneItemRunsInlineOnTheCaller) {
+  // On the team the spinning helper would win the only claim now and then.
+  ThreadTeam team(2);
+  for (int round = 0; round < 5000; ++round) {
+    int member = -1;
+    team.ParallelFor(1, [&](int64_t b, int64_t e, int m) {
+      EXPECT_EQ(b, 0);
+      EXPECT_EQ(e, 1);
+      member = m;  // inline: no race
+    });
+    EXPECT_EQ(member, 0);
+  }
+}
+
 TEST(ThreadTeam, WithoutATeamRunsOnTbb) {
   RunAndCheck(nullptr, 5000, Concurrency(nullptr));
   EXPECT_GE(Concurrency(nullptr), 1);
