@@ -56,9 +56,11 @@ StepLimits Limits(const SchedulerConfig& s) {
   return StepLimits{s.max_num_batched_tokens, s.max_num_seqs};
 }
 
-// A CPU backend for `model` with the pool `kv_options` describes.
+// A CPU backend for `model` with the pool `kv_options` describes, on `team` (cpu_backend.h
+// MakeThreadTeam; null: its oneTBB arena).
 Result<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model, const RuntimeConfig& c,
-                                                  const KvCacheOptions& kv_options) {
+                                                  const KvCacheOptions& kv_options,
+                                                  std::shared_ptr<cpu::ThreadTeam> team) {
   const StepLimits limits = Limits(c.engine.scheduler);
   KvCacheShape shape;
   shape.n_layers = model.config.n_layers;
@@ -68,16 +70,18 @@ Result<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model, const Runt
   shape.max_model_len = model.config.context_length;
   shape.max_num_seqs = c.engine.scheduler.max_num_seqs;
   PAGODA_ASSIGN_OR_RETURN(KvCacheConfig kv, ResolveKvCacheConfig(kv_options, shape));
-  PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<cpu::CpuBackend> b,
-                          cpu::CpuBackend::Create(model.config, model.weights, kv, limits, c.cpu));
+  PAGODA_ASSIGN_OR_RETURN(
+      std::unique_ptr<cpu::CpuBackend> b,
+      cpu::CpuBackend::Create(model.config, model.weights, kv, limits, c.cpu, std::move(team)));
   return std::unique_ptr<Backend>(std::move(b));
 }
 
-Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const RuntimeConfig& c) {
+Result<std::unique_ptr<Backend>> CreateBackend(const Model& model, const RuntimeConfig& c,
+                                               std::shared_ptr<cpu::ThreadTeam> team) {
   if (c.backend == BackendType::kNeuron) {
     return CreateNeuronBackend(model.config, c.neuron, Limits(c.engine.scheduler));
   }
-  return CreateCpuBackend(model, c, c.kv_cache);
+  return CreateCpuBackend(model, c, c.kv_cache, std::move(team));
 }
 
 // INVALID_ARGUMENT naming speculative.draft_model unless both tokenizers have the same tokens.
@@ -98,8 +102,10 @@ Status CheckSameVocabulary(const Tokenizer& target, const Tokenizer& draft) {
 }
 
 // speculative.method draft: loads the draft model and builds its CPU backend with as many KV
-// blocks as the target's pool (the same block size; its own dtype rule).
-Status BuildDraft(const Model& model, const RuntimeConfig& c, Runtime& rt) {
+// blocks as the target's pool (the same block size; its own dtype rule), on the target's thread
+// team (the engine steps them in turn; a second spinning team would contend for the cores).
+Status BuildDraft(const Model& model, const RuntimeConfig& c, std::shared_ptr<cpu::ThreadTeam> team,
+                  Runtime& rt) {
   const std::string& path = c.engine.speculative.draft_model;
   Result<std::unique_ptr<Model>> draft = LoadModel(path);
   if (!draft.ok()) {
@@ -109,7 +115,8 @@ Status BuildDraft(const Model& model, const RuntimeConfig& c, Runtime& rt) {
   PAGODA_RETURN_IF_ERROR(CheckSameVocabulary(*model.tokenizer, *rt.draft_model->tokenizer));
   KvCacheOptions kv = c.kv_cache;
   kv.num_blocks = rt.backend->capabilities().num_blocks;
-  PAGODA_ASSIGN_OR_RETURN(rt.draft_backend, CreateCpuBackend(*rt.draft_model, c, kv));
+  PAGODA_ASSIGN_OR_RETURN(rt.draft_backend,
+                          CreateCpuBackend(*rt.draft_model, c, kv, std::move(team)));
   return Status::Ok();
 }
 
@@ -161,7 +168,10 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& c, Startup
   kind = StartupError::kBadConfig;
   PAGODA_RETURN_IF_ERROR(ValidateRuntimeConfig(c));
   Runtime rt;
-  Result<std::unique_ptr<Backend>> backend = CreateBackend(model, c);
+  // One CPU thread team for the model's backend and a draft model's (speculative.method draft).
+  std::shared_ptr<cpu::ThreadTeam> team =
+      c.backend == BackendType::kCpu ? cpu::MakeThreadTeam(c.cpu) : nullptr;
+  Result<std::unique_ptr<Backend>> backend = CreateBackend(model, c, team);
   if (!backend.ok()) {
     kind = BackendStartupError(backend.status());
     return backend.status();
@@ -169,7 +179,7 @@ Result<Runtime> BuildRuntime(const Model& model, const RuntimeConfig& c, Startup
   rt.backend = std::move(backend).value();
   if (c.engine.speculative.method == SpeculativeMethod::kDraft) {
     kind = StartupError::kBadConfig;
-    PAGODA_RETURN_IF_ERROR(BuildDraft(model, c, rt));
+    PAGODA_RETURN_IF_ERROR(BuildDraft(model, c, team, rt));
   }
   EngineConfig ec = c.engine;
   // The model's stop tokens: EOS ids, end-of-turn, end-of-message (model/generation_defaults.h).

@@ -76,18 +76,15 @@ Status CheckThreads(const CpuBackendOptions& options) {
                          "; 0: one per core)");
 }
 
-// The step's loops on a team of options.threads (0: every hardware thread) that spins for
-// options.spin_us between loops, when spin_us > 0 and the team does not oversubscribe the cores
-// (spinning threads that outnumber them would wait on each other's time slices); else none, and
-// the loops run in the backend's oneTBB arena.
-std::unique_ptr<ThreadTeam> MakeTeam(const CpuBackendOptions& options) {
+}  // namespace
+
+// Spinning threads that outnumber the cores would wait on each other's time slices.
+std::shared_ptr<ThreadTeam> MakeThreadTeam(const CpuBackendOptions& options) {
   const int hw = tbb::info::default_concurrency();  // the hardware threads this process may use
   const int threads = options.threads > 0 ? int{options.threads} : hw;
   if (hw <= 0 || threads > hw || options.spin_us <= 0) return nullptr;
-  return std::make_unique<ThreadTeam>(threads, std::chrono::microseconds(options.spin_us));
+  return std::make_shared<ThreadTeam>(threads, std::chrono::microseconds(options.spin_us));
 }
-
-}  // namespace
 
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options) {
   PAGODA_RETURN_IF_ERROR(CheckRange("backend.threads", options.threads, kCpuThreadsRange));
@@ -100,13 +97,20 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
                                                        const StepLimits& limits,
                                                        const CpuBackendOptions& options) {
   PAGODA_RETURN_IF_ERROR(ValidateCpuBackendOptions(options));
+  return Create(config, weights, kv_cache, limits, options, MakeThreadTeam(options));
+}
+
+Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(
+    const ModelConfig& config, const ModelWeights& weights, const KvCacheConfig& kv_cache,
+    const StepLimits& limits, const CpuBackendOptions& options, std::shared_ptr<ThreadTeam> team) {
+  PAGODA_RETURN_IF_ERROR(ValidateCpuBackendOptions(options));
   PAGODA_RETURN_IF_ERROR(CheckThreads(options));
   if (limits.max_num_batched_tokens < 1 || limits.max_num_seqs < 1) {
     return InvalidArgument("step limits: max_num_batched_tokens and max_num_seqs must be >= 1");
   }
   PAGODA_RETURN_IF_ERROR(CheckStepBuffers(config, limits));
   try {
-    return CreateChecked(config, weights, kv_cache, limits, options);
+    return CreateChecked(config, weights, kv_cache, limits, options, std::move(team));
   } catch (const std::bad_alloc&) {
     return ResourceExhausted(
         "cpu backend: cannot allocate the KV pool, step buffers and packed weights (" +
@@ -132,17 +136,14 @@ bool BatchInvariant(const CpuBackendOptions& options, const ModelWeights& weight
   return free(weights.output);
 }
 
-Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig& config,
-                                                              const ModelWeights& weights,
-                                                              const KvCacheConfig& kv_cache,
-                                                              const StepLimits& limits,
-                                                              const CpuBackendOptions& options) {
+Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(
+    const ModelConfig& config, const ModelWeights& weights, const KvCacheConfig& kv_cache,
+    const StepLimits& limits, const CpuBackendOptions& options, std::shared_ptr<ThreadTeam> team) {
   KvCacheConfig kv = kv_cache;
   kv.n_layers = config.n_layers;
   kv.n_kv_heads = config.n_kv_heads;
   kv.head_dim = config.head_dim;
   PAGODA_ASSIGN_OR_RETURN(KvPool pool, KvPool::Create(kv));
-  std::unique_ptr<ThreadTeam> team = MakeTeam(options);
   TkgWorkspaceDims dims;
   dims.max_tokens = limits.max_num_batched_tokens;
   dims.max_seqs = std::min(limits.max_num_seqs, limits.max_num_batched_tokens);
@@ -164,7 +165,7 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::CreateChecked(const ModelConfig&
 }
 
 CpuBackend::CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
-                       std::unique_ptr<ThreadTeam> team, TkgWorkspace workspace,
+                       std::shared_ptr<ThreadTeam> team, TkgWorkspace workspace,
                        const StepLimits& limits, const CpuBackendOptions& options)
     : config_(config),
       weights_(options.pack_weights

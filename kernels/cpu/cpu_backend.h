@@ -89,6 +89,10 @@ inline constexpr IntRange kCpuSpinUsRange{0, 1000000};
 bool BatchInvariant(const CpuBackendOptions& options, const ModelWeights& weights);
 // The ranges above; errors name the `backend.` key.
 Status ValidateCpuBackendOptions(const CpuBackendOptions& options);
+// The team the backend's loops run on for `options`: options.threads (0: every hardware thread
+// this process may use) spinning options.spin_us between loops; null (the backend's oneTBB
+// arena) when spin_us is 0 or the team would oversubscribe the cores.
+std::shared_ptr<ThreadTeam> MakeThreadTeam(const CpuBackendOptions& options);
 
 class CpuBackend final : public Backend {
  public:
@@ -101,6 +105,12 @@ class CpuBackend final : public Backend {
                                                     const KvCacheConfig& kv_cache,
                                                     const StepLimits& limits,
                                                     const CpuBackendOptions& options);
+  // The same on `team` (MakeThreadTeam's for these options, or one shared with another backend
+  // that steps in turn on the same thread, as a draft model's does with its target: two
+  // spinning teams would contend for the cores; null: the oneTBB arena).
+  static Result<std::unique_ptr<CpuBackend>> Create(
+      const ModelConfig& config, const ModelWeights& weights, const KvCacheConfig& kv_cache,
+      const StepLimits& limits, const CpuBackendOptions& options, std::shared_ptr<ThreadTeam> team);
 
   Status Execute(const StepBatch& batch, std::span<float> logits) override;
   const BackendCapabilities& capabilities() const override { return caps_; }
@@ -109,13 +119,11 @@ class CpuBackend final : public Backend {
   KvPool& kv_pool() { return pool_; }
 
  private:
-  static Result<std::unique_ptr<CpuBackend>> CreateChecked(const ModelConfig& config,
-                                                           const ModelWeights& weights,
-                                                           const KvCacheConfig& kv_cache,
-                                                           const StepLimits& limits,
-                                                           const CpuBackendOptions& options);
+  static Result<std::unique_ptr<CpuBackend>> CreateChecked(
+      const ModelConfig& config, const ModelWeights& weights, const KvCacheConfig& kv_cache,
+      const StepLimits& limits, const CpuBackendOptions& options, std::shared_ptr<ThreadTeam> team);
   CpuBackend(const ModelConfig& config, const ModelWeights& weights, KvPool pool,
-             std::unique_ptr<ThreadTeam> team, TkgWorkspace workspace, const StepLimits& limits,
+             std::shared_ptr<ThreadTeam> team, TkgWorkspace workspace, const StepLimits& limits,
              const CpuBackendOptions& options);
   Status Validate(const StepBatch& batch, std::span<float> logits) const;
   Status ExecuteInArena(const StepBatch& batch, std::span<float> logits);
@@ -129,7 +137,7 @@ class CpuBackend final : public Backend {
   PackedWeights packed_;  // the packed copies weights_ points into (options.pack_weights)
   ModelWeights weights_;  // the model's views (+ packed copies)
   KvPool pool_;
-  std::unique_ptr<ThreadTeam> team_;  // null: the loops run in arena_ (see options.threads)
+  std::shared_ptr<ThreadTeam> team_;  // null: the loops run in arena_ (see MakeThreadTeam)
   TkgWorkspace tkg_;
   BackendCapabilities caps_;
   mm::MatMulOptions matmul_;  // options.max_simd_level and f16_matmul, for every matmul

@@ -557,6 +557,43 @@ TEST(CpuBackendThreadTeam, TeamAndTbbGiveTheSameBits) {
   }
 }
 
+// Two backends on one shared team (as a draft model's and its target's), stepping in turn: each
+// gives the bits it gives alone.
+TEST(CpuBackendThreadTeam, BackendsSharingATeamKeepTheirBits) {
+  auto a = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 19);
+  auto b = MakeRandomModel(true, false, 0, RopeLayout::kHalves, 23);
+  QuantizeLayers(*b, GgmlType::kQ8_0);
+  const std::vector<int32_t> tokens = {1, 7, 3, 9, 4, 22, 5, 31, 8, 2, 17, 6};
+  cpu::CpuBackendOptions options;
+  options.threads = 2;
+  const auto alone_a = RunBackend(*a, tokens, 12, 12, 4, options);
+  const auto alone_b = RunBackend(*b, tokens, 12, 12, 4, options);
+  const std::shared_ptr<cpu::ThreadTeam> team = cpu::MakeThreadTeam(options);
+  KvCacheConfig kv = SmallF32Kv();
+  std::vector<std::unique_ptr<cpu::CpuBackend>> backends;
+  for (const RandomModel* m : {a.get(), b.get()}) {
+    auto created =
+        cpu::CpuBackend::Create(m->config, m->weights, kv, StepLimits{32, 1}, options, team);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    backends.push_back(std::move(created).value());
+  }
+  // Alternating steps: the whole prompt at once, as RunBackend(prompt 12, chunk 12) does.
+  std::vector<int32_t> table;
+  for (int32_t i = 0; i < 4; ++i) table.push_back(i);
+  std::vector<int32_t> slots;
+  for (int32_t i = 0; i < 12; ++i) slots.push_back(SlotForPosition(table, 4, i));
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < backends.size(); ++i) {
+      const RandomModel& m = i == 0 ? *a : *b;
+      std::vector<float> logits(static_cast<size_t>(m.config.vocab_size));
+      StepSequence seq{0, 12, 0, table, false, true};
+      StepBatch batch{tokens, slots, std::span(&seq, 1), {}};
+      ASSERT_TRUE(backends[i]->Execute(batch, logits).ok());
+      EXPECT_EQ(logits, (i == 0 ? alone_a : alone_b).front()) << "backend " << i;
+    }
+  }
+}
+
 // The CPU backend refuses every malformed batch with INVALID_ARGUMENT naming the field (the
 // checks the engine tests' fake backend shares), writes nothing, and then still serves.
 TEST(CpuBackendValidation, MalformedBatchesAreRejected) {
