@@ -18,8 +18,9 @@
 // calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
 // BM_MatMulModelDecode (only when PAGODA_BENCH_MODEL names a GGUF file or an HF directory): that
 // model's decode GEMVs, one token, in a decode step's order and nothing else between them (see
-// there). The "/team" variants run the same calls on a ThreadTeam of the same threads, as the CPU
-// backend runs a step. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
+// there); BM_MatMulModelDecodeTeamVsTbb runs them on oneTBB and on a ThreadTeam of the same
+// threads (as the CPU backend runs a step) in turn, and BM_MatMulDram's "per_call_team" the
+// per-call matrices on that team. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
@@ -339,19 +340,17 @@ void BM_MatMulModelDecodeTeamVsTbb(benchmark::State& state, std::string path,
   state.SetLabel(path.substr(path.find_last_of('/') + 1));
 }
 
-// `team`: the threads as a ThreadTeam (as the CPU backend runs a step), for the decode GEMVs'
-// benchmarks beside their oneTBB runs ("/team" names).
+// `team`: the threads as a ThreadTeam (as the CPU backend runs a step), for TeamVsTbb and the
+// "per_call_team" variants.
 void RegisterAll(const MatMulOptions& options, ThreadTeam* team) {
   MatMulOptions on_team = options;
   on_team.team = team;
   if (const char* model = std::getenv("PAGODA_BENCH_MODEL")) {
-    for (const MatMulOptions& o : {options, on_team}) {
-      const std::string name = o.team ? "BM_MatMulModelDecode/team" : "BM_MatMulModelDecode";
-      benchmark::RegisterBenchmark(name.c_str(), BM_MatMulModelDecode, std::string(model), o)
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(1.0)
-          ->UseRealTime();
-    }
+    benchmark::RegisterBenchmark("BM_MatMulModelDecode", BM_MatMulModelDecode, std::string(model),
+                                 options)
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(1.0)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("BM_MatMulModelDecodeTeamVsTbb", BM_MatMulModelDecodeTeamVsTbb,
                                  std::string(model), on_team)
         ->Unit(benchmark::kMillisecond)

@@ -96,7 +96,6 @@ Result<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelConfig& config
                                                        const KvCacheConfig& kv_cache,
                                                        const StepLimits& limits,
                                                        const CpuBackendOptions& options) {
-  PAGODA_RETURN_IF_ERROR(ValidateCpuBackendOptions(options));
   return Create(config, weights, kv_cache, limits, options, MakeThreadTeam(options));
 }
 

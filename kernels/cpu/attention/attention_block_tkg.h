@@ -104,7 +104,7 @@ struct TkgWorkspaceDims {
   // fixed positions -- multiples of max(256, max_context / max_splits) rounded up to 64 -- so a
   // query's result does not depend on the batch or on how many tokens its sequence runs.
   int64_t max_context = 0;
-  int32_t max_threads = 0;  // 0: tbb::this_task_arena::max_concurrency() at creation
+  int32_t max_threads = 0;  // 0: Concurrency(team) (thread_team.h) at creation
   // Where the calls' parallel loops run (the attention's and the block's matmuls): this team
   // (not owned: must outlive the workspace; size() <= max_threads), or oneTBB's current arena
   // when null.

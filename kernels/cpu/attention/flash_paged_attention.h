@@ -24,8 +24,8 @@
 //   [+ exp(sink_h)]) -- the denominator actually used for `out` (sink included when given).
 //   A row with no visible key at all (context-only call, ctx_len 0) gets out = 0, max = lse = -inf.
 // fp32 accumulation whatever the KV dtype (fp8 dequantized with kv.k_scale/v_scale, see
-// paged_kv.h). Online softmax in tiles of 64 keys; parallel (oneTBB) over (sequence, kv head,
-// query tile).
+// paged_kv.h). Online softmax in tiles of 64 keys; parallel (args.team, else oneTBB) over
+// (sequence, kv head, query tile).
 #pragma once
 
 #include <cstdint>

@@ -625,7 +625,8 @@ void RunTiles(std::span<const Product> products, const Activations& acts, int64_
 
 // Runs the products (same cols; plans that read the same activation format, prepared once in
 // acts, and the same max_chunk) in one parallel loop over all their row tiles, each tile with its
-// product's kernel: on `team` in its claims, else on oneTBB one tile per task.
+// product's kernel: on `team` in its claims, else on oneTBB one tile per task (grain 1, simple
+// partitioner: RunTiles then never joins tiles).
 void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens,
                  ThreadTeam* team) {
   int64_t n_tiles = 0;
@@ -655,9 +656,7 @@ void RunProducts(std::span<Product> products, const Activations& acts, int64_t n
       tbb::blocked_range<int64_t>(0, n_tiles, 1),
       [&](const tbb::blocked_range<int64_t>& range) {
         thread_local TileBuffers buffers;  // this worker's converted rows (grow-only)
-        for (int64_t i = range.begin(); i < range.end(); ++i) {
-          RunTiles(products, acts, n_tokens, chunk, i, i + 1, buffers);
-        }
+        RunTiles(products, acts, n_tokens, chunk, range.begin(), range.end(), buffers);
       },
       tbb::simple_partitioner());
 }
