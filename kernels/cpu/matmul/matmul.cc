@@ -351,30 +351,31 @@ struct Plan {
 // MatMulOptions::f16; F32 and BF16 weights keep their exact paths.
 //
 // Those figures predate the load-time packed rows (WeightView::packed), whose int8 kernels beat
-// the I16 tiles well past 128 tokens, so with a packed kernel the switch comes later.
-// pagoda_bench_matmul on a Zen 4 host (avx512bf16, no AMX), ms for gate_up 5632 x 2048 / down
-// 2048 x 5632, I16 against packed: Q4_0 128 tokens 12.7 / 6.13, 13.4 / 8.41, 2048 tokens 137 /
-// 111, 131 / 176; Q4_K 128: 9.90 / 6.98, 10.4 / 6.60, 2048: 124 / 108, 130 / 117; Q3_K 128:
-// 32.1 / 10.5, 29.5 / 11.1, 2048: 152 / 149, 152 / 167; IQ4_XS 2048: 158 / 108, 138 / 125;
-// Q2_K 256: 29.6 / 22.7, 30.4 / 34.4, 512: 43.9 / 44.8, 48.3 / 46.1, 1024: 75.5 / 86.0; Q5_K
-// 256: 18.0 / 16.9, 18.0 / 16.3, 512: 32.8 / 33.6, 33.0 / 32.5; Q6_K 128: 15.6 / 12.3,
-// 16.2 / 13.6, 256: 23.1 / 23.6, 25.7 / 27.3; Q4_1, Q5_0, IQ4_NL packed to 1024 and Q5_1 to 512,
-// a tie at 1024.
+// the I16 tiles well past 128 tokens, so with a packed kernel the switch came later (Zen 4:
+// Q4_0 and Q4_K from 2048 tokens, Q5_1 1024, Q2_K and Q5_K 512, Q6_K 256). Since their batches
+// take 2 x 6 tiles (1 x 6 for the sub-blocks of 16; BatchX16 in matmul_quant_x86.inc) the packed
+// rows win at every batch up to 2048 tokens (the engine's default step budget) but for Q6_K:
+// pagoda_bench_matmul on this host (avx512bf16, no AMX), GFLOP/s I16 / packed, two interleaved
+// runs, gate_up 5632 x 2048 at 2048 tokens: Q4_0 438, 420 / 531, 552; Q4_1 438, 406 / 529,
+// 530; Q5_0 424, 419 / 476, 431; IQ4_NL 440, 442 / 528, 475; Q3_K 357, 353 / 388, 365; IQ4_XS
+// 435, 420 / 497, 488; Q4_K 438, 448 / 487, 520 (down 2048 x 5632: 442, 446 / 485, 512); Q5_1
+// at 1024: 395, 388 / 453, 463; Q2_K at 512: 285, 275 / 410, 412 (down 280, 285 / 420, 416);
+// Q5_K at 512: 391, 390 / 466, 442; but Q6_K at 512: 360, 360 / 283, 300 (down 327, 350 / 316,
+// 291) and at 2048 432, 428 / 315, 338. So packed rows keep every batch (which also makes
+// batch invariance free for them, FreeBatchInvariance) and Q6_K switches at 256 as before.
 int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
   switch (type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kIQ4_NL:
+    case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
-    case GgmlType::kIQ4_XS:
-      return packed_kernel ? 2048 : 128;
-    case GgmlType::kQ5_1:
-      return packed_kernel ? 1024 : 128;
-    case GgmlType::kQ2_K:
     case GgmlType::kQ5_K:
-      return packed_kernel ? 512 : 128;
+    case GgmlType::kIQ4_XS:
+      return packed_kernel ? std::numeric_limits<int64_t>::max() : 128;
     case GgmlType::kQ6_K:
       return packed_kernel ? 256 : 128;
     default:
@@ -539,7 +540,10 @@ int64_t Int16MinTokens(GgmlType type, SimdLevel level, bool packed) {
 
 bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed) {
   if (type == GgmlType::kF32 || type == GgmlType::kBF16) return true;
-  return type == GgmlType::kQ8_0 && packed && ReadsPackedRows(type, level);
+  // F16 batches of kF16FastMinTokens+ follow MatMulOptions::f16 (int16 or bf16 by default).
+  if (type == GgmlType::kF16 || !packed || !ReadsPackedRows(type, level)) return false;
+  return type == GgmlType::kQ8_0 ||
+         Int16MinTokens(type, level, true) == std::numeric_limits<int64_t>::max();
 }
 
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {

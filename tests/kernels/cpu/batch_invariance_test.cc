@@ -249,31 +249,47 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // auto turns it on exactly where it is free: models whose matrices are all F32 or BF16, and
-// Q8_0 ones when packed at AVX512-VNNI (not below it, not without pack_weights).
+// those whose block-quantized matrices are packed and read by their packed kernels at every batch
+// size (Q8_0 at AVX512-VNNI and above; the other types from AVX2, where Q6_K's batches of 256+
+// switch to int16 tiles at AVX512-VNNI: a Q4_K_M file is free below it, not at it); never F16,
+// never without pack_weights.
 TEST(BatchInvarianceAuto, OnWhereItIsFree) {
   using cpu::BatchInvariance;
   using cpu::SimdLevel;
-  const bool vnni = cpu::EffectiveSimdLevel(cpu::kMaxSimdLevel) >= SimdLevel::kAvx512Vnni;
-  for (const auto& [file, want] :
-       std::vector<std::pair<std::string, bool>>{{"llama-gqa-f32.gguf", true},
-                                                 {"qwen2-bias-f32.gguf", true},
-                                                 {"llama-gqa-f16.gguf", false},
-                                                 {"llama-gqa-q8_0.gguf", vnni},
-                                                 {"llama-gqa-q4_k_m.gguf", false}}) {
-    auto model = testing::LoadModelOrFail(testing::SharedPath("models/synth-gqa/" + file));
+  testing::TempDir dir;
+  MakeModelOptions made;
+  made.dtype = GgmlType::kQ4_1;  // every matrix Q4_1
+  made.output = dir.File("q4_1.gguf");
+  ASSERT_TRUE(MakeModel(made).ok());
+  const SimdLevel top = cpu::EffectiveSimdLevel(cpu::kMaxSimdLevel);
+  const bool avx2 = top >= SimdLevel::kAvx2, vnni = top >= SimdLevel::kAvx512Vnni;
+  struct Case {
+    std::string path;
+    bool at_top, at_avx2;  // with packed weights
+  };
+  const auto shared = [](const std::string& f) {
+    return testing::SharedPath("models/synth-gqa/" + f);
+  };
+  for (const Case& c : std::vector<Case>{{shared("llama-gqa-f32.gguf"), true, true},
+                                         {shared("qwen2-bias-f32.gguf"), true, true},
+                                         {shared("llama-gqa-f16.gguf"), false, false},
+                                         {shared("llama-gqa-q8_0.gguf"), vnni, false},
+                                         {shared("llama-gqa-q4_k_m.gguf"), avx2 && !vnni, avx2},
+                                         {made.output, avx2, avx2}}) {
+    auto model = testing::LoadModelOrFail(c.path);
     ASSERT_TRUE(model);
-    const bool f32 = file.find("f32") != std::string::npos;
+    const bool f32 = c.path.find("f32") != std::string::npos;
     cpu::CpuBackendOptions o;
-    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), want) << file;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), c.at_top) << c.path;
     o.max_simd_level = SimdLevel::kAvx2;
-    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), f32) << file;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), c.at_avx2) << c.path;
     o.max_simd_level = cpu::kMaxSimdLevel;
     o.pack_weights = false;
-    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), f32) << file;
+    EXPECT_EQ(cpu::BatchInvariant(o, model->weights), f32) << c.path;
     o.batch_invariance = BatchInvariance::kOn;
-    EXPECT_TRUE(cpu::BatchInvariant(o, model->weights)) << file;
+    EXPECT_TRUE(cpu::BatchInvariant(o, model->weights)) << c.path;
     o.batch_invariance = BatchInvariance::kOff;
-    EXPECT_FALSE(cpu::BatchInvariant(o, model->weights)) << file;
+    EXPECT_FALSE(cpu::BatchInvariant(o, model->weights)) << c.path;
   }
 }
 
