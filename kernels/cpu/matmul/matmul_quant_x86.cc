@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/matmul/matmul_tiles.h"
 #include "model/quants.h"
