@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 namespace pagoda::cpu {

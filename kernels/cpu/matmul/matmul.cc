@@ -414,8 +414,11 @@ constexpr int64_t kF16FastMinTokens = 32;
 Plan MakePlan(SimdLevel level, GgmlType type, int64_t n_tokens, F16Matmul f16, bool packed,
               bool batch_invariant) {
   // Packed Q8_0 rows, the token lanes and AMX sum a token alike (matmul_kernels.h).
-  const bool q8_packed = type == GgmlType::kQ8_0 && FreeBatchInvariance(type, level, packed);
-  if (batch_invariant && !q8_packed) n_tokens = 1;
+  // Where the plans of every batch size sum a token alike (FreeBatchInvariance), invariance
+  // asks nothing; elsewhere it takes the plan of one token.
+  const bool free = FreeBatchInvariance(type, level, packed);
+  const bool q8_packed = type == GgmlType::kQ8_0 && free;
+  if (batch_invariant && !free) n_tokens = 1;
   if (type == GgmlType::kF16 && n_tokens >= kF16FastMinTokens) {
     if (f16 == F16Matmul::kBf16 && level >= SimdLevel::kAvx512Bf16) {
       return {SelectKernel(level, GgmlType::kBF16), RowConversion::kBf16};
@@ -542,8 +545,7 @@ bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed) {
   if (type == GgmlType::kF32 || type == GgmlType::kBF16) return true;
   // F16 batches of kF16FastMinTokens+ follow MatMulOptions::f16 (int16 or bf16 by default).
   if (type == GgmlType::kF16 || !packed || !ReadsPackedRows(type, level)) return false;
-  return type == GgmlType::kQ8_0 ||
-         Int16MinTokens(type, level, true) == std::numeric_limits<int64_t>::max();
+  return Int16MinTokens(type, level, true) == std::numeric_limits<int64_t>::max();  // Q8_0 too
 }
 
 SimdLevel EffectiveSimdLevel(const MatMulOptions& options) {
