@@ -282,6 +282,8 @@ Status CpuBackend::DecodeAttention(int layer, const StepBatch& b, int32_t rows) 
   args.slots = b.slot_mapping.subspan(0, rows);
   args.kv = LayerView(layer);
   args.out = std::span<float>(attn_out_.data(), size_t(rows) * config_.n_embd);
+  const WeightView* gate_up[] = {&w.w_gate, &w.w_up};
+  args.next_weights = gate_up;
   return AttentionBlockTkg(c, tw, args, tkg_);
 }
 
@@ -311,8 +313,17 @@ Status CpuBackend::PrefillAttention(int layer, const StepBatch& b) {
   return Status::Ok();
 }
 
+// The down projection hands the team the next layer's q, k, v (or the output matrix) to
+// prefetch.
 void CpuBackend::Mlp(int layer, int64_t n) {
-  AddMlp(config_, weights_.layers[layer], x_.data(), n, matmul_, scratch_);
+  const WeightView* next[3] = {&weights_.output};
+  std::span<const WeightView* const> next_weights(next, 1);
+  if (layer + 1 < config_.n_layers) {
+    const LayerWeights& w = weights_.layers[layer + 1];
+    next[0] = &w.wq, next[1] = &w.wk, next[2] = &w.wv;
+    next_weights = std::span<const WeightView* const>(next, 3);
+  }
+  AddMlp(config_, weights_.layers[layer], x_.data(), n, matmul_, scratch_, next_weights);
 }
 
 void CpuBackend::Logits(const StepBatch& b, std::span<float> logits) {

@@ -119,15 +119,21 @@ void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_
 }
 
 void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n,
-            const mm::MatMulOptions& options, LayerScratch& s) {
+            const mm::MatMulOptions& options, LayerScratch& s,
+            std::span<const WeightView* const> next_weights) {
   for (int64_t t = 0; t < n; ++t) {
     RmsNorm(x + t * c.n_embd, w.ffn_norm.data(), c.n_embd, c.rms_eps, s.h.data() + t * c.n_embd);
   }
   const WeightView* gate_up[] = {&w.w_gate, &w.w_up};
   float* const gate_up_out[] = {s.gate.data(), s.up.data()};
-  mm::MatMulSameInput(gate_up, s.h.data(), n, gate_up_out, options);
+  mm::MatMulOptions gate_up_options = options;
+  const WeightView* down[] = {&w.w_down};
+  gate_up_options.prefetch_next = down;
+  mm::MatMulSameInput(gate_up, s.h.data(), n, gate_up_out, gate_up_options);
   SwiGlu(s.gate.data(), s.up.data(), n * c.n_ff);
-  mm::MatMul(w.w_down, s.gate.data(), n, s.h.data(), options);
+  mm::MatMulOptions down_options = options;
+  down_options.prefetch_next = next_weights;
+  mm::MatMul(w.w_down, s.gate.data(), n, s.h.data(), down_options);
   for (int64_t i = 0; i < n * c.n_embd; ++i) x[i] += s.h[i];
 }
 

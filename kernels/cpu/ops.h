@@ -58,7 +58,9 @@ void QkvRope(const ModelConfig& c, const LayerWeights& w, const float* x, int64_
              const mm::MatMulOptions& options, LayerScratch& s);
 
 // The MLP sublayer with its residual: x += Wdown(silu(Wgate h) * Wup h), h = RmsNorm(x) * ffn_norm.
+// next_weights: the caller's next matmul on options.team (mm::MatMulOptions::prefetch_next).
 void AddMlp(const ModelConfig& c, const LayerWeights& w, float* x, int64_t n,
-            const mm::MatMulOptions& options, LayerScratch& s);
+            const mm::MatMulOptions& options, LayerScratch& s,
+            std::span<const WeightView* const> next_weights = {});
 
 }  // namespace pagoda::cpu

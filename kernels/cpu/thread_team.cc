@@ -32,7 +32,7 @@ void CpuRelax() {
 }  // namespace
 
 ThreadTeam::ThreadTeam(int size, std::chrono::microseconds spin)
-    : size_(std::max(1, size)), spin_(spin) {
+    : size_(std::max(1, size)), spin_(spin), prefetch_(new PrefetchSlot[size_]) {
   helpers_.reserve(static_cast<size_t>(size_ - 1));
   for (int m = 1; m < size_; ++m) helpers_.emplace_back([this, m] { HelperLoop(m); });
 }
@@ -44,6 +44,18 @@ ThreadTeam::~ThreadTeam() {
   for (std::thread& t : helpers_) t.join();
 }
 
+int64_t ThreadTeam::ClaimSize(int64_t left) const {
+  const int64_t share = 2 * static_cast<int64_t>(size_);
+  return std::max<int64_t>(1, (left + share - 1) / share);
+}
+
+std::pair<int64_t, int64_t> ThreadTeam::FirstClaim(int64_t n, int member) const {
+  int64_t begin = 0;
+  for (int m = 0; m < member && begin < n; ++m) begin += ClaimSize(n - begin);
+  if (begin >= n) return {n, n};
+  return {begin, begin + ClaimSize(n - begin)};
+}
+
 // One compare-exchange on state_: fails once the loop of `generation` has no items left (or a
 // later loop has started).
 bool ThreadTeam::Claim(uint64_t generation, int64_t* begin, int64_t* end) {
@@ -51,8 +63,7 @@ bool ThreadTeam::Claim(uint64_t generation, int64_t* begin, int64_t* end) {
   for (;;) {
     const int64_t n = CountOf(s), next = NextOf(s);
     if (GenerationOf(s) != generation || next >= n) return false;
-    const int64_t share = 2 * static_cast<int64_t>(size_);
-    const int64_t take = std::max<int64_t>(1, (n - next + share - 1) / share);
+    const int64_t take = ClaimSize(n - next);
     if (state_.compare_exchange_weak(s, s + static_cast<uint64_t>(take), std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
       *begin = next;
@@ -95,6 +106,7 @@ void ThreadTeam::ParallelFor(int64_t n, LoopBody body) {
   std::chrono::steady_clock::time_point deadline{};
   for (int i = 0; done_.load(std::memory_order_acquire) < n; ++i) {
     if (i == 256) deadline = std::chrono::steady_clock::now() + kPatience;
+    if (PrefetchStep(0, caller_cursor_)) continue;
     if (i > 256 && (i & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
       std::this_thread::yield();
     } else {
@@ -106,13 +118,14 @@ void ThreadTeam::ParallelFor(int64_t n, LoopBody body) {
 
 // Spins until a loop newer than `seen` starts (or stop_), then for up to spin_ more; then sleeps
 // on wake_. Returns the state's generation (or `seen` when stopping).
-uint64_t ThreadTeam::AwaitGeneration(uint64_t seen) {
+uint64_t ThreadTeam::AwaitGeneration(uint64_t seen, int member, PrefetchCursor& cursor) {
   for (;;) {
     const auto deadline = std::chrono::steady_clock::now() + spin_;
     for (int i = 0;; ++i) {
       if (stop_.load(std::memory_order_relaxed)) return seen;
       const uint64_t g = GenerationOf(state_.load(std::memory_order_acquire));
       if (g != seen) return g;
+      if (PrefetchStep(member, cursor)) continue;
       if ((i & 255) == 255 && std::chrono::steady_clock::now() > deadline) break;
       CpuRelax();
     }
@@ -130,11 +143,80 @@ uint64_t ThreadTeam::AwaitGeneration(uint64_t seen) {
 
 void ThreadTeam::HelperLoop(int member) {
   uint64_t seen = 0;
+  PrefetchCursor cursor;
   for (;;) {
-    seen = AwaitGeneration(seen);
+    seen = AwaitGeneration(seen, member, cursor);
     if (stop_.load(std::memory_order_acquire)) return;
     RunClaims(seen, member);
   }
+}
+
+void ThreadTeam::SetPrefetch(int member, std::span<const ByteRange> ranges) {
+  if (member < 0 || member >= size_) return;
+  PrefetchSlot& slot = prefetch_[member];
+  const uint32_t seq = slot.seq.load(std::memory_order_relaxed);
+  slot.seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const int count = static_cast<int>(std::min<size_t>(ranges.size(), kMaxPrefetchRanges));
+  for (int i = 0; i < count; ++i) {
+    slot.data[i].store(ranges[i].data, std::memory_order_relaxed);
+    slot.bytes[i].store(ranges[i].bytes, std::memory_order_relaxed);
+  }
+  slot.count.store(count, std::memory_order_relaxed);
+  slot.seq.store(seq + 2, std::memory_order_release);
+}
+
+std::vector<ThreadTeam::ByteRange> ThreadTeam::PrefetchRanges(int member) const {
+  std::vector<ByteRange> ranges;
+  if (member < 0 || member >= size_) return ranges;
+  const PrefetchSlot& slot = prefetch_[member];
+  for (;;) {
+    const uint32_t seq = slot.seq.load(std::memory_order_acquire);
+    ranges.resize(static_cast<size_t>(slot.count.load(std::memory_order_relaxed)));
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      ranges[i] = {slot.data[i].load(std::memory_order_relaxed),
+                   slot.bytes[i].load(std::memory_order_relaxed)};
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if ((seq & 1) == 0 && slot.seq.load(std::memory_order_relaxed) == seq) return ranges;
+  }
+}
+
+int64_t ThreadTeam::PrefetchedBytes(int member) const {
+  if (member < 0 || member >= size_) return 0;
+  return prefetch_[member].prefetched.load(std::memory_order_relaxed);
+}
+
+bool ThreadTeam::PrefetchStep(int member, PrefetchCursor& cursor) {
+  PrefetchSlot& slot = prefetch_[member];
+  const uint32_t seq = slot.seq.load(std::memory_order_acquire);
+  if (seq != cursor.seq) {
+    if ((seq & 1) != 0) return false;  // being written
+    const int count = slot.count.load(std::memory_order_relaxed);
+    for (int i = 0; i < count; ++i) {
+      cursor.ranges[i] = {slot.data[i].load(std::memory_order_relaxed),
+                          slot.bytes[i].load(std::memory_order_relaxed)};
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (slot.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten meanwhile
+    cursor.seq = seq;
+    cursor.count = count;
+    cursor.range = 0;
+    cursor.offset = 0;
+  }
+  if (cursor.range >= cursor.count) return false;
+  const ByteRange& r = cursor.ranges[cursor.range];
+  const int64_t end = std::min(r.bytes, cursor.offset + kPrefetchStep);
+  // Into L2 (T1): the member's own L1 would only be overwritten by the loop's first tiles.
+  for (int64_t o = cursor.offset; o < end; o += 64) __builtin_prefetch(r.data + o, 0, 2);
+  slot.prefetched.store(slot.prefetched.load(std::memory_order_relaxed) + end - cursor.offset,
+                        std::memory_order_relaxed);
+  cursor.offset = end;
+  if (end >= r.bytes) {
+    ++cursor.range;
+    cursor.offset = 0;
+  }
+  return true;
 }
 
 void ParallelFor(ThreadTeam* team, int64_t n, LoopBody body) {

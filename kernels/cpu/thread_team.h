@@ -10,13 +10,19 @@
 // threads are members 1.... One loop at a time: ParallelFor is called from one thread at a
 // time and never from inside a body (a nested call runs its loop inline on the calling thread).
 // After a loop the helpers spin for `spin` (the serial work between a step's loops), then sleep
-// until the next one; a sleeping team costs nothing.
+// until the next one; a sleeping team costs nothing. While a member waits (a helper between
+// loops, the caller for the last claims) it prefetches the bytes it was handed for the next loop
+// (SetPrefetch: a decode step's next weight rows), so the memory stream goes on through the
+// serial work and the loops' tails.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace pagoda::cpu {
@@ -55,11 +61,52 @@ class ThreadTeam {
   // (member 0; the helpers are not woken).
   void ParallelFor(int64_t n, LoopBody body);
 
+  // Items [first, second) that member `member` claims first in a loop of n items, the members
+  // coming in order (member 0, the caller, starts the loop; a helper joins when it sees it):
+  // what a loop's claims give when no member is late. Empty (first == second) when none left.
+  std::pair<int64_t, int64_t> FirstClaim(int64_t n, int member) const;
+
+  // Bytes that member `member` will read first in the next loop (e.g. the rows of its first
+  // claim): while it waits -- a helper between loops, member 0 for the others' last claims -- it
+  // prefetches them into its caches, kPrefetchStep bytes between checks for work. Replaces the
+  // member's earlier ranges; called by the thread that calls ParallelFor, outside a body. Only
+  // addresses are kept and prefetch instructions never fault, so the memory need not outlive
+  // the call. Up to kMaxPrefetchRanges ranges (more are dropped).
+  struct ByteRange {
+    const uint8_t* data = nullptr;
+    int64_t bytes = 0;
+  };
+  static constexpr int kMaxPrefetchRanges = 4;
+  static constexpr int64_t kPrefetchStep = 2048;
+  void SetPrefetch(int member, std::span<const ByteRange> ranges);
+  // Member's current ranges, and the bytes it has prefetched since the team started (for tests
+  // and diagnostics).
+  std::vector<ByteRange> PrefetchRanges(int member) const;
+  int64_t PrefetchedBytes(int member) const;
+
  private:
+  // One member's ranges, written under a sequence count (odd while being written).
+  struct alignas(64) PrefetchSlot {
+    std::atomic<uint32_t> seq{0};
+    std::atomic<int> count{0};
+    std::atomic<const uint8_t*> data[kMaxPrefetchRanges] = {};
+    std::atomic<int64_t> bytes[kMaxPrefetchRanges] = {};
+    std::atomic<int64_t> prefetched{0};  // written by the member only
+  };
+  // A member's progress through its slot's ranges (owned by that member's thread).
+  struct PrefetchCursor {
+    uint32_t seq = 0;
+    int count = 0, range = 0;
+    int64_t offset = 0;
+    ByteRange ranges[kMaxPrefetchRanges];
+  };
+  // Prefetches the next kPrefetchStep bytes of member's ranges; false when none are left.
+  bool PrefetchStep(int member, PrefetchCursor& cursor);
+  int64_t ClaimSize(int64_t left) const;  // items a claim takes when `left` remain
   bool Claim(uint64_t generation, int64_t* begin, int64_t* end);
   void RunClaims(uint64_t generation, int member);
   void HelperLoop(int member);
-  uint64_t AwaitGeneration(uint64_t seen);
+  uint64_t AwaitGeneration(uint64_t seen, int member, PrefetchCursor& cursor);
 
   const int size_;
   const std::chrono::microseconds spin_;
@@ -73,6 +120,8 @@ class ThreadTeam {
   std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
   std::atomic<uint32_t> wake_{0};  // bumped (and notified) when a loop starts while helpers sleep
+  std::unique_ptr<PrefetchSlot[]> prefetch_;  // one per member
+  PrefetchCursor caller_cursor_;              // member 0's (the ParallelFor caller's)
   std::vector<std::thread> helpers_;
 };
 

@@ -30,7 +30,12 @@ Status CheckOptional(const std::string& name, std::span<const float> s, int64_t 
 
 // The block's matmuls run at the workspace's level cap and F16 mode.
 mm::MatMulOptions MatMulOptionsOf(const TkgWorkspaceDims& d) {
-  return {d.max_simd, d.f16_matmul, d.batch_invariant, d.team};
+  mm::MatMulOptions options;
+  options.max_level = d.max_simd;
+  options.f16 = d.f16_matmul;
+  options.batch_invariant = d.batch_invariant;
+  options.team = d.team;
+  return options;
 }
 
 }  // namespace
@@ -389,7 +394,10 @@ void TkgRunner::Project(const TkgConfig& c, const TkgWeights& w, int64_t n, TkgW
   if (w.wqkv.data == nullptr) {
     const WeightView* qkv[] = {&w.wq, &w.wk, &w.wv};
     float* const out[] = {ws.q_.data(), ws.k_.data(), ws.v_.data()};
-    mm::MatMulSameInput(qkv, ws.xn_.data(), n, out, MatMulOptionsOf(ws.dims_));
+    mm::MatMulOptions options = MatMulOptionsOf(ws.dims_);
+    const WeightView* next[] = {&w.wo};
+    options.prefetch_next = next;
+    mm::MatMulSameInput(qkv, ws.xn_.data(), n, out, options);
     return;
   }
   const int64_t q_dim = w.wo.cols;
@@ -508,7 +516,9 @@ Status TkgRunner::Block(const TkgConfig& c, const TkgWeights& w, const TkgArgs& 
   if (keys_in_cache) WriteCache(a, n, ws);
   Attention(at, ws);
   if (!keys_in_cache) WriteCache(a, n, ws);
-  mm::MatMul(w.wo, ws.attn_.data(), n, a.out.data(), MatMulOptionsOf(ws.dims_));
+  mm::MatMulOptions options = MatMulOptionsOf(ws.dims_);
+  options.prefetch_next = a.next_weights;
+  mm::MatMul(w.wo, ws.attn_.data(), n, a.out.data(), options);
   if (!w.bo.empty()) {
     for (int64_t t = 0; t < n; ++t) AddBias(a.out.data() + t * c.hidden, w.bo);
   }

@@ -88,6 +88,9 @@ struct TkgArgs {
   std::span<const int32_t> slots;      // [T] cache slots to write (< 0: skip)
   PagedKvView kv;                      // read for the context, written at `slots`
   std::span<float> out;                // [T][hidden]
+  // The weights of the caller's next matmul on the team (mm::MatMulOptions::prefetch_next of
+  // the block's output projection); empty: none.
+  std::span<const WeightView* const> next_weights = {};
 };
 
 // Capacity of a workspace; a call fails (RESOURCE_EXHAUSTED) if it needs more.

@@ -39,8 +39,9 @@ constexpr int64_t kTileBytes = 256 * 1024;  // weight bytes per row tile (L2-siz
 // 26.04 at 48.7, 23.15 at 46.7 / 25.63 at 49.3; f16 20.36 at 42.7 / 22.28 at 45.1.
 constexpr int64_t kGemvTileBytes = 1024 * 1024;
 constexpr int64_t kGemvRowAlign = 64;
-constexpr int64_t kChunkBytes = 256 * 1024;  // fp32 activation bytes per token chunk
-constexpr int64_t kMinTiles = 8;             // tasks per call, for load balance
+constexpr int64_t kChunkBytes = 256 * 1024;      // fp32 activation bytes per token chunk
+constexpr int64_t kMinTiles = 8;                 // tasks per call, for load balance
+constexpr int64_t kPrefetchBytes = 1024 * 1024;  // per member, of the next call's first claim
 // A call's GEMV ran 5-15% below the same kernel streaming one tall matrix (BM_MatMulDram
 // gate_up batch 1, Q4_K and Q8_0, per_call against one_call, computed). Not from its tiles:
 // near-equal tiles in a count rounded up to a multiple of the threads, or kMinTiles 16 / 32,
@@ -601,6 +602,18 @@ int64_t ProductTileRows(const Product& p, int64_t n_tokens, bool on_team) {
   return TileRows(p.w->rows, TileRowBytes(*p.w, p.plan.conversion), row_align, tile_bytes);
 }
 
+// Sets each product's tile_rows and first_tile (tiles numbered across the products in order);
+// returns the number of tiles.
+int64_t NumberTiles(std::span<Product> products, int64_t n_tokens, bool on_team) {
+  int64_t n_tiles = 0;
+  for (Product& p : products) {
+    p.tile_rows = ProductTileRows(p, n_tokens, on_team);
+    p.first_tile = n_tiles;
+    n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
+  }
+  return n_tiles;
+}
+
 // Runs tiles [begin, end) (RunProducts' numbering), each with its product's kernel. Where a
 // kernel reads the rows as they are (no conversion) and takes every token in one chunk, the
 // run's consecutive tiles of one product go to one kernel call (one longer stream per row
@@ -635,12 +648,7 @@ void RunTiles(std::span<const Product> products, const Activations& acts, int64_
 // partitioner: RunTiles then never joins tiles).
 void RunProducts(std::span<Product> products, const Activations& acts, int64_t n_tokens,
                  ThreadTeam* team) {
-  int64_t n_tiles = 0;
-  for (Product& p : products) {
-    p.tile_rows = ProductTileRows(p, n_tokens, team != nullptr);
-    p.first_tile = n_tiles;
-    n_tiles += (p.w->rows + p.tile_rows - 1) / p.tile_rows;
-  }
+  const int64_t n_tiles = NumberTiles(products, n_tokens, team != nullptr);
   // A register tile walks its rows for one token chunk (about kChunkBytes of fp32 activations,
   // kept in cache). The token-lane kernel walks the whole tile once per group of 16 tokens
   // instead, so it takes every token in one call and computes its weights' start values once
@@ -667,6 +675,43 @@ void RunProducts(std::span<Product> products, const Activations& acts, int64_t n
       tbb::simple_partitioner());
 }
 
+// Appends the bytes of tiles [begin, end) of `products` (RunProducts' numbering) to ranges, up
+// to *budget bytes and kMaxPrefetchRanges ranges; tiles converted per call are skipped.
+void AppendTileBytes(std::span<const Product> products, int64_t begin, int64_t end, int64_t* budget,
+                     std::vector<ThreadTeam::ByteRange>& ranges) {
+  for (const Product& p : products) {
+    const int64_t p_tiles = (p.w->rows + p.tile_rows - 1) / p.tile_rows;
+    const int64_t b = std::max(begin, p.first_tile);
+    const int64_t e = std::min(end, p.first_tile + p_tiles);
+    const bool direct =
+        p.plan.conversion == RowConversion::kNone || p.plan.conversion == RowConversion::kPacked;
+    if (b >= e || !direct || *budget <= 0 ||
+        ranges.size() == static_cast<size_t>(ThreadTeam::kMaxPrefetchRanges)) {
+      continue;
+    }
+    const int64_t r0 = (b - p.first_tile) * p.tile_rows;
+    const int64_t r1 = std::min((e - p.first_tile) * p.tile_rows, p.w->rows);
+    const int64_t stride = TileRowBytes(*p.w, p.plan.conversion);
+    const uint8_t* base = p.plan.conversion == RowConversion::kPacked ? p.w->packed : p.w->data;
+    const int64_t bytes = std::min(*budget, (r1 - r0) * stride);
+    ranges.push_back({base + r0 * stride, bytes});
+    *budget -= bytes;
+  }
+}
+
+// Hands each member of `team` the weight bytes of its first claim in the loop RunProducts
+// would run for `products` (ThreadTeam::FirstClaim), up to kPrefetchBytes each.
+void PostPrefetch(std::span<Product> products, int64_t n_tokens, ThreadTeam& team) {
+  const int64_t n_tiles = NumberTiles(products, n_tokens, true);
+  for (int m = 0; m < team.size(); ++m) {
+    const auto [begin, end] = team.FirstClaim(n_tiles, m);
+    std::vector<ThreadTeam::ByteRange> ranges;
+    int64_t budget = kPrefetchBytes;
+    AppendTileBytes(products, begin, end, &budget, ranges);
+    team.SetPrefetch(m, ranges);
+  }
+}
+
 // The most tokens one kernel call takes. Batch-invariant calls give the K-quants' file-row
 // kernels at most 8 (their RowsK switches to TileK above 8); every other kernel sums a token
 // alike at any count.
@@ -674,6 +719,20 @@ int64_t MaxTokenChunk(const Plan& plan, GgmlType type, bool batch_invariant) {
   const bool k_quant = TypeTraits(type).block_size == 256;
   if (batch_invariant && plan.conversion == RowConversion::kNone && k_quant) return 8;
   return std::numeric_limits<int64_t>::max();
+}
+
+// Each matrix's plan (ys: the outputs, or empty for plans only).
+std::vector<Product> MakeProducts(std::span<const WeightView* const> ws, std::span<float* const> ys,
+                                  int64_t n_tokens, SimdLevel level, const MatMulOptions& options) {
+  std::vector<Product> products;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i]->rows <= 0) continue;
+    const Plan plan = MakePlan(level, ws[i]->type, n_tokens, options.f16, ws[i]->packed != nullptr,
+                               options.batch_invariant);
+    products.push_back({ws[i], ys.empty() ? nullptr : ys[i], plan,
+                        MaxTokenChunk(plan, ws[i]->type, options.batch_invariant)});
+  }
+  return products;
 }
 
 // Per calling thread and reused across calls (the buffers only grow): no allocation per call
@@ -702,13 +761,18 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   // Each matrix's plan; the matrices whose plans read the same activation format with the same
   // token chunk limit (at batch 1, e.g., every packed block-quantized type but Q8_0) share one
   // preparation and one parallel loop.
-  std::vector<Product> products;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i]->rows <= 0) continue;
-    const Plan plan = MakePlan(level, ws[i]->type, n_tokens, options.f16, ws[i]->packed != nullptr,
-                               options.batch_invariant);
-    products.push_back(
-        {ws[i], ys[i], plan, MaxTokenChunk(plan, ws[i]->type, options.batch_invariant)});
+  std::vector<Product> products = MakeProducts(ws, ys, n_tokens, level, options);
+  if (options.team != nullptr && !options.prefetch_next.empty()) {
+    // The first loop of the next call: its first matrix's group.
+    std::vector<Product> next = MakeProducts(options.prefetch_next, {}, n_tokens, level, options);
+    if (!next.empty()) {
+      const Product first = next.front();
+      const auto first_loop =
+          std::stable_partition(next.begin(), next.end(), [&](const Product& p) {
+            return p.plan.kernel.act == first.plan.kernel.act && p.max_chunk == first.max_chunk;
+          });
+      PostPrefetch(std::span<Product>(next.begin(), first_loop), n_tokens, *options.team);
+    }
   }
   for (auto rest = products.begin(); rest != products.end();) {
     const Product first = *rest;

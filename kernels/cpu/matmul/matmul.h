@@ -106,6 +106,11 @@ struct MatMulOptions {
   // Where the parallel loops run: this team (not owned; CpuBackend's, one call at a time), or
   // oneTBB's current arena when null. The results are the same bits either way.
   ThreadTeam* team = nullptr;
+  // The weights of the team's next call (the same n_tokens): before this call's loop each member
+  // is handed the bytes of its first claim there, to prefetch into its caches while it waits
+  // (ThreadTeam::SetPrefetch), so the weight stream goes on through the loops' tails and the
+  // serial work between them. Not owned (only addresses are kept); empty: none.
+  std::span<const WeightView* const> prefetch_next = {};
 };
 
 // Whether batch-invariant plans for `type` at `level` (an effective level) cost nothing: F32

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace pagoda::cpu {
@@ -126,6 +127,64 @@ TEST(ThreadTeam, ManyShortLoopsBackToBack) {
   // next loop (each item would then run twice or with a stale body).
   ThreadTeam team(2);
   for (int round = 0; round < 20000; ++round) RunAndCheck(&team, 1 + round % 7, 2);
+}
+
+TEST(ThreadTeam, FirstClaimIsTheLoopsFirstClaimOfEachMember) {
+  ThreadTeam team(2);
+  using Items = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(team.FirstClaim(1000, 0), Items(0, 250));
+  EXPECT_EQ(team.FirstClaim(1000, 1), Items(250, 438));
+  EXPECT_EQ(team.FirstClaim(1, 1), Items(1, 1));  // none left
+  // In a loop whose claims take long enough for the helper to join, each member's first body
+  // call is its FirstClaim.
+  std::pair<int64_t, int64_t> first[2] = {{-1, -1}, {-1, -1}};
+  team.ParallelFor(1000, [&](int64_t begin, int64_t end, int member) {
+    if (first[member].first < 0) first[member] = {begin, end};
+    std::this_thread::sleep_for(std::chrono::milliseconds(member == 0 ? 20 : 1));
+  });
+  EXPECT_EQ(first[0], team.FirstClaim(1000, 0));
+  EXPECT_EQ(first[1], team.FirstClaim(1000, 1));
+}
+
+// Waits up to 5 s for member's prefetched bytes to reach `want`.
+int64_t AwaitPrefetched(const ThreadTeam& team, int member, int64_t want) {
+  for (int i = 0; i < 5000 && team.PrefetchedBytes(member) < want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return team.PrefetchedBytes(member);
+}
+
+TEST(ThreadTeam, MembersPrefetchTheirRangesWhileTheyWait) {
+  ThreadTeam team(2, std::chrono::seconds(10));  // the helper spins, never sleeps, here
+  std::vector<uint8_t> buffer(1 << 20);
+  // A helper between loops walks its ranges; at most kMaxPrefetchRanges of them are kept.
+  std::vector<ThreadTeam::ByteRange> ranges;
+  for (int i = 0; i < ThreadTeam::kMaxPrefetchRanges + 2; ++i) {
+    ranges.push_back({buffer.data() + i * 100000, 70000});
+  }
+  team.SetPrefetch(1, ranges);
+  ASSERT_EQ(team.PrefetchRanges(1).size(), size_t{ThreadTeam::kMaxPrefetchRanges});
+  EXPECT_EQ(team.PrefetchRanges(1)[2].data, buffer.data() + 200000);
+  EXPECT_EQ(AwaitPrefetched(team, 1, 70000 * ThreadTeam::kMaxPrefetchRanges),
+            70000 * ThreadTeam::kMaxPrefetchRanges);
+  // The caller walks its own while the helper holds the loop's last claim.
+  const ThreadTeam::ByteRange mine[] = {{buffer.data(), 300000}};
+  team.SetPrefetch(0, mine);
+  EXPECT_EQ(team.PrefetchedBytes(0), 0);
+  // (The caller's item takes long enough for the helper to claim the other.)
+  team.ParallelFor(2, [&](int64_t, int64_t, int member) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(member == 0 ? 5 : 50));
+  });
+  EXPECT_EQ(team.PrefetchedBytes(0), 300000);
+  // New ranges replace the old ones; addresses are only prefetched, never read, so memory given
+  // back meanwhile is harmless.
+  const ThreadTeam::ByteRange gone[] = {{buffer.data() + 4096, 8192}};
+  buffer = {};
+  buffer.shrink_to_fit();
+  const int64_t before = team.PrefetchedBytes(1);
+  team.SetPrefetch(1, gone);
+  EXPECT_EQ(AwaitPrefetched(team, 1, before + 8192), before + 8192);
+  RunAndCheck(&team, 1000, 2);
 }
 
 }  // namespace

@@ -847,5 +847,40 @@ TEST(MatMulApiTest, SameInputMatchesMatMulBitForBitInJoinedClaims) {
       true);
 }
 
+// MatMulOptions::prefetch_next: each team member is handed the rows of its first claim in the
+// next call's loop (the GEMV's 64-row tiles numbered across q, k, v: 5 + 4 + 3 tiles, so member
+// 0 claims q's first 3 tiles and member 1 q's last 2 and k's first), and the call's own results
+// keep their bits.
+TEST(MatMulApiTest, PrefetchNextHandsEachMemberItsFirstClaim) {
+  const SimdLevel level = DetectSimdLevel();
+  if (!ReadsPackedRows(GgmlType::kQ4_K, level)) GTEST_SKIP() << "no packed Q4_K kernel here";
+  Matrix current = RandomMatrix(GgmlType::kQ4_K, 100, 512, 71);
+  Matrix q = RandomMatrix(GgmlType::kQ4_K, 300, 512, 72);
+  Matrix k = RandomMatrix(GgmlType::kQ4_K, 200, 512, 73);
+  Matrix v = RandomMatrix(GgmlType::kQ4_K, 130, 512, 74);
+  for (Matrix* m : {&current, &q, &k, &v}) m->Pack();
+  const WeightView qv = q.view(), kv = k.view(), vv = v.view();
+  const WeightView* next[] = {&qv, &kv, &vv};
+  ThreadTeam team(2);
+  const std::vector<float> x = RandomActivations(1, 512, 75);
+  std::vector<float> y(100), y_plain(100);
+  MatMul(current.view(), x.data(), 1, y_plain.data(),
+         MatMulOptions{level, kDefaultF16Matmul, false, &team, {}});
+  MatMul(current.view(), x.data(), 1, y.data(),
+         MatMulOptions{level, kDefaultF16Matmul, false, &team, next});
+  EXPECT_EQ(0, std::memcmp(y.data(), y_plain.data(), y.size() * 4));
+  const int64_t stride = PackedRowBytes(GgmlType::kQ4_K, 512);
+  const std::vector<ThreadTeam::ByteRange> first = team.PrefetchRanges(0);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].data, qv.packed);
+  EXPECT_EQ(first[0].bytes, 192 * stride);
+  const std::vector<ThreadTeam::ByteRange> second = team.PrefetchRanges(1);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].data, qv.packed + 192 * stride);
+  EXPECT_EQ(second[0].bytes, 108 * stride);
+  EXPECT_EQ(second[1].data, kv.packed);
+  EXPECT_EQ(second[1].bytes, 64 * stride);
+}
+
 }  // namespace
 }  // namespace pagoda::cpu::mm
