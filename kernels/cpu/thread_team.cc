@@ -166,20 +166,28 @@ void ThreadTeam::SetPrefetch(int member, std::span<const ByteRange> ranges) {
   slot.seq.store(seq + 2, std::memory_order_release);
 }
 
-std::vector<ThreadTeam::ByteRange> ThreadTeam::PrefetchRanges(int member) const {
-  std::vector<ByteRange> ranges;
-  if (member < 0 || member >= size_) return ranges;
-  const PrefetchSlot& slot = prefetch_[member];
-  for (;;) {
-    const uint32_t seq = slot.seq.load(std::memory_order_acquire);
-    ranges.resize(static_cast<size_t>(slot.count.load(std::memory_order_relaxed)));
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      ranges[i] = {slot.data[i].load(std::memory_order_relaxed),
-                   slot.bytes[i].load(std::memory_order_relaxed)};
-    }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if ((seq & 1) == 0 && slot.seq.load(std::memory_order_relaxed) == seq) return ranges;
+// Copies the slot's ranges as of sequence count `seq` into ranges / *count; false when the slot
+// is being written or was rewritten meanwhile.
+bool ThreadTeam::ReadPrefetchSlot(const PrefetchSlot& slot, uint32_t seq, ByteRange* ranges,
+                                  int* count) {
+  if ((seq & 1) != 0) return false;
+  *count = slot.count.load(std::memory_order_relaxed);
+  for (int i = 0; i < *count; ++i) {
+    ranges[i] = {slot.data[i].load(std::memory_order_relaxed),
+                 slot.bytes[i].load(std::memory_order_relaxed)};
   }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return slot.seq.load(std::memory_order_relaxed) == seq;
+}
+
+std::vector<ThreadTeam::ByteRange> ThreadTeam::PrefetchRanges(int member) const {
+  if (member < 0 || member >= size_) return {};
+  ByteRange ranges[kMaxPrefetchRanges];
+  int count = 0;
+  while (!ReadPrefetchSlot(prefetch_[member], prefetch_[member].seq.load(std::memory_order_acquire),
+                           ranges, &count)) {
+  }
+  return std::vector<ByteRange>(ranges, ranges + count);
 }
 
 int64_t ThreadTeam::PrefetchedBytes(int member) const {
@@ -191,16 +199,11 @@ bool ThreadTeam::PrefetchStep(int member, PrefetchCursor& cursor) {
   PrefetchSlot& slot = prefetch_[member];
   const uint32_t seq = slot.seq.load(std::memory_order_acquire);
   if (seq != cursor.seq) {
-    if ((seq & 1) != 0) return false;  // being written
-    const int count = slot.count.load(std::memory_order_relaxed);
-    for (int i = 0; i < count; ++i) {
-      cursor.ranges[i] = {slot.data[i].load(std::memory_order_relaxed),
-                          slot.bytes[i].load(std::memory_order_relaxed)};
+    if (!ReadPrefetchSlot(slot, seq, cursor.ranges, &cursor.count)) {
+      cursor.count = 0;  // retried at the next step
+      return false;
     }
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (slot.seq.load(std::memory_order_relaxed) != seq) return false;  // rewritten meanwhile
     cursor.seq = seq;
-    cursor.count = count;
     cursor.range = 0;
     cursor.offset = 0;
   }

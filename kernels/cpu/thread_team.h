@@ -100,6 +100,8 @@ class ThreadTeam {
     int64_t offset = 0;
     ByteRange ranges[kMaxPrefetchRanges];
   };
+  static bool ReadPrefetchSlot(const PrefetchSlot& slot, uint32_t seq, ByteRange* ranges,
+                               int* count);
   // Prefetches the next kPrefetchStep bytes of member's ranges; false when none are left.
   bool PrefetchStep(int member, PrefetchCursor& cursor);
   int64_t ClaimSize(int64_t left) const;  // items a claim takes when `left` remain
