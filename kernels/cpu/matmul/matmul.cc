@@ -675,40 +675,47 @@ void RunProducts(std::span<Product> products, const Activations& acts, int64_t n
       tbb::simple_partitioner());
 }
 
-// Appends the bytes of tiles [begin, end) of `products` (RunProducts' numbering) to ranges, up
-// to *budget bytes and kMaxPrefetchRanges ranges; tiles converted per call are skipped.
-void AppendTileBytes(std::span<const Product> products, int64_t begin, int64_t end, int64_t* budget,
-                     std::vector<ThreadTeam::ByteRange>& ranges) {
+// The bytes of tiles [begin, end) of `products` (RunProducts' numbering), up to kPrefetchBytes
+// and kMaxPrefetchRanges ranges, in ranges; returns their count. Tiles converted per call are
+// skipped.
+int TileBytes(std::span<const Product> products, int64_t begin, int64_t end,
+              ThreadTeam::ByteRange (&ranges)[ThreadTeam::kMaxPrefetchRanges]) {
+  int count = 0;
+  int64_t budget = kPrefetchBytes;
   for (const Product& p : products) {
     const int64_t p_tiles = (p.w->rows + p.tile_rows - 1) / p.tile_rows;
     const int64_t b = std::max(begin, p.first_tile);
     const int64_t e = std::min(end, p.first_tile + p_tiles);
     const bool direct =
         p.plan.conversion == RowConversion::kNone || p.plan.conversion == RowConversion::kPacked;
-    if (b >= e || !direct || *budget <= 0 ||
-        ranges.size() == static_cast<size_t>(ThreadTeam::kMaxPrefetchRanges)) {
-      continue;
-    }
+    if (b >= e || !direct) continue;
+    if (budget <= 0 || count == ThreadTeam::kMaxPrefetchRanges) break;
     const int64_t r0 = (b - p.first_tile) * p.tile_rows;
     const int64_t r1 = std::min((e - p.first_tile) * p.tile_rows, p.w->rows);
     const int64_t stride = TileRowBytes(*p.w, p.plan.conversion);
     const uint8_t* base = p.plan.conversion == RowConversion::kPacked ? p.w->packed : p.w->data;
-    const int64_t bytes = std::min(*budget, (r1 - r0) * stride);
-    ranges.push_back({base + r0 * stride, bytes});
-    *budget -= bytes;
+    const int64_t bytes = std::min(budget, (r1 - r0) * stride);
+    ranges[count++] = {base + r0 * stride, bytes};
+    budget -= bytes;
   }
+  return count;
 }
 
-// Hands each member of `team` the weight bytes of its first claim in the loop RunProducts
-// would run for `products` (ThreadTeam::FirstClaim), up to kPrefetchBytes each.
-void PostPrefetch(std::span<Product> products, int64_t n_tokens, ThreadTeam& team) {
-  const int64_t n_tiles = NumberTiles(products, n_tokens, true);
+// Hands each member of `team` the weight bytes of its first claim (ThreadTeam::FirstClaim) in the
+// first loop MatMulSameInput would run for `next` (the products of its first matrix's group).
+// Per call, on the caller: no allocation but `next`'s plans.
+void PostPrefetch(std::vector<Product> next, int64_t n_tokens, ThreadTeam& team) {
+  if (next.empty() || team.size() == 1) return;  // a team of one never waits
+  const Product first = next.front();
+  std::erase_if(next, [&](const Product& p) {
+    return p.plan.kernel.act != first.plan.kernel.act || p.max_chunk != first.max_chunk;
+  });
+  const int64_t n_tiles = NumberTiles(next, n_tokens, true);
   for (int m = 0; m < team.size(); ++m) {
     const auto [begin, end] = team.FirstClaim(n_tiles, m);
-    std::vector<ThreadTeam::ByteRange> ranges;
-    int64_t budget = kPrefetchBytes;
-    AppendTileBytes(products, begin, end, &budget, ranges);
-    team.SetPrefetch(m, ranges);
+    ThreadTeam::ByteRange ranges[ThreadTeam::kMaxPrefetchRanges];
+    const int count = TileBytes(next, begin, end, ranges);
+    team.SetPrefetch(m, std::span<const ThreadTeam::ByteRange>(ranges, count));
   }
 }
 
@@ -763,16 +770,8 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   // preparation and one parallel loop.
   std::vector<Product> products = MakeProducts(ws, ys, n_tokens, level, options);
   if (options.team != nullptr && !options.prefetch_next.empty()) {
-    // The first loop of the next call: its first matrix's group.
-    std::vector<Product> next = MakeProducts(options.prefetch_next, {}, n_tokens, level, options);
-    if (!next.empty()) {
-      const Product first = next.front();
-      const auto first_loop =
-          std::stable_partition(next.begin(), next.end(), [&](const Product& p) {
-            return p.plan.kernel.act == first.plan.kernel.act && p.max_chunk == first.max_chunk;
-          });
-      PostPrefetch(std::span<Product>(next.begin(), first_loop), n_tokens, *options.team);
-    }
+    PostPrefetch(MakeProducts(options.prefetch_next, {}, n_tokens, level, options), n_tokens,
+                 *options.team);
   }
   for (auto rest = products.begin(); rest != products.end();) {
     const Product first = *rest;

@@ -4,6 +4,7 @@
 #include "kernels/cpu/thread_team.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
@@ -176,11 +177,13 @@ TEST(ThreadTeam, MembersPrefetchTheirRangesWhileTheyWait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(member == 0 ? 5 : 50));
   });
   EXPECT_EQ(team.PrefetchedBytes(0), 300000);
-  // New ranges replace the old ones; addresses are only prefetched, never read, so memory given
-  // back meanwhile is harmless.
-  const ThreadTeam::ByteRange gone[] = {{buffer.data() + 4096, 8192}};
-  buffer = {};
-  buffer.shrink_to_fit();
+  // New ranges replace the old ones; addresses are only prefetched, never read, so pages
+  // unmapped meanwhile are harmless (a read there would kill the test).
+  constexpr size_t kPages = 64 * 1024;
+  void* mapped = mmap(nullptr, kPages, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  ASSERT_EQ(munmap(mapped, kPages), 0);
+  const ThreadTeam::ByteRange gone[] = {{static_cast<const uint8_t*>(mapped) + 4096, 8192}};
   const int64_t before = team.PrefetchedBytes(1);
   team.SetPrefetch(1, gone);
   EXPECT_EQ(AwaitPrefetched(team, 1, before + 8192), before + 8192);
