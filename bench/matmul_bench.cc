@@ -12,17 +12,18 @@
 // program. Types with packed rows (every block-quantized type) are packed as the CPU backend packs
 // them unless PAGODA_PACK_WEIGHTS=0. W_GB/s counts the file's row bytes either way. Those matrices
 // stay in the last-level cache between calls. BM_MatMulDram reads from DRAM, as decode does: batch
-// 1 and 16 (batched decode) against copies of gate_up laid end to end (at least 256 MiB, 8 copies),
-// either as one tall matrix in one call (`one_call`: the kernel's streaming rate) or one copy per
-// call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's 90-110
-// calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same minutes.
-// BM_MatMulModelDecode (only when PAGODA_BENCH_MODEL names a GGUF file or an HF directory): that
-// model's decode GEMVs, one token, in a decode step's order and nothing else between them (see
-// there); BM_MatMulModelDecodeTeamVsTbb runs them on oneTBB and on a ThreadTeam of the same
-// threads (as the CPU backend runs a step) in turn, and BM_MatMulDram's "per_call_team" the
-// per-call matrices on that team. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
+// 1 and 16 (batched decode) against copies of gate_up laid end to end (DramBytes(), 8 copies or
+// more), either as one tall matrix in one call (`one_call`: the kernel's streaming rate) or one
+// copy per call in turn (`per_call`: with each call's start-up, tail and join, as a decode step's
+// 90-110 calls pay them). Compare W_GB/s with `pagoda bench limits`' read bandwidth of the same
+// minutes. BM_MatMulModelDecode (only when PAGODA_BENCH_MODEL names a GGUF file or an HF
+// directory): that model's decode GEMVs, one token, in a decode step's order and nothing else
+// between them (see there); BM_MatMulModelDecodeTeamVsTbb runs them on oneTBB and on a ThreadTeam
+// of the same threads (as the CPU backend runs a step) in turn, and BM_MatMulDram's "per_call_team"
+// the per-call matrices on that team. Run: bin/pagoda_bench_matmul [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -176,7 +177,16 @@ struct DramWeights {
   size_t copies = 0;
 };
 
-// The copies of the most recent type (at least 256 MiB and 8 copies), kept like Cache().
+// The least bytes of BM_MatMulDram's copies: 1 GiB (as `pagoda bench limits`' read buffer) or 4
+// times the last-level cache where that is larger. 256 MiB was too few on a host with 260 MiB of
+// L3: gate_up_per_call_team batch 1 read Q8_0 at 38.8-42.3 and Q4_K at 33.9-36.5 GB/s while `bench
+// limits` read 31.6-31.8; with 1 GiB, 31.4-31.7 and 29.4-30.3 as it read 32.0-32.4 (3 rounds each).
+size_t DramBytes() {
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);  // 0 or -1 where unknown
+  return std::max<size_t>(size_t{1} << 30, l3 > 0 ? 4 * static_cast<size_t>(l3) : 0);
+}
+
+// The copies of the most recent type (at least DramBytes() and 8 copies), kept like Cache().
 const DramWeights& GetDramWeights(const Weights& w) {
   static std::unique_ptr<DramWeights> cache;
   if (cache && cache->type == w.type) return *cache;
@@ -184,7 +194,7 @@ const DramWeights& GetDramWeights(const Weights& w) {
   cache = std::make_unique<DramWeights>();
   cache->type = w.type;
   const size_t one = w.bytes.size(), one_packed = w.packed.size();
-  cache->copies = std::max<size_t>(8, (size_t{256} << 20) / std::max(one, one_packed) + 1);
+  cache->copies = std::max<size_t>(8, DramBytes() / std::max(one, one_packed) + 1);
   cache->bytes.resize(one * cache->copies);
   cache->packed.resize(one_packed * cache->copies);
   for (size_t c = 0; c < cache->copies; ++c) {
