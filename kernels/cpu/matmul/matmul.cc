@@ -590,7 +590,8 @@ int64_t ProductTileRows(const Product& p, int64_t n_tokens, bool on_team) {
   const bool packed = p.plan.conversion == RowConversion::kPacked;
   int64_t row_align = 4;
   int64_t tile_bytes = kTileBytes;
-  const bool float_groups = packed && (p.w->type == GgmlType::kBF16 || p.w->type == GgmlType::kF16);
+  const bool float_groups = packed && (p.w->type == GgmlType::kBF16 ||
+                                       p.w->type == GgmlType::kF16 || p.w->type == GgmlType::kF32);
   if (packed && n_tokens == 1) {
     row_align = kGemvRowAlign;
     tile_bytes = on_team ? 0 : kGemvTileBytes;

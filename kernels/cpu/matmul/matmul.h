@@ -51,7 +51,8 @@
 //   (error: as BF16's file-row kernel, the sums in another order). F16 at AVX-512 alike: groups of
 //   16 rows with each column of the 16 rows side by side (32 bytes), widened to fp32 and
 //   multiplied by broadcast activations (FMA), one fp32 lane per output in column order (below
-//   its int16 batches; batch-invariant plans use it at every batch size).
+//   its int16 batches; batch-invariant plans use it at every batch size). F32 at AVX-512 alike
+//   (64 bytes per column of 16 rows, no widening), at every batch size.
 // Batches (matmul.cc MakePlan): Q8_0 from the file's rows with >= 9 tokens at kAvx512Vnni+ uses
 // a token-lane kernel (16 tokens per zmm, same int8 arithmetic and error); packed Q8_0 rows keep
 // their kernel (AMX from 13 tokens). At kAvx512Vnni+, the block-quantized types above with >=
@@ -134,14 +135,15 @@ SimdLevel EffectiveSimdLevel(const MatMulOptions& options);
 const char* KernelName(GgmlType type, SimdLevel level, bool packed = false);
 
 // Load-time packing of rows for faster decode (see "Packed rows" above). CanPackRows: whether
-// `type` has a packed layout (every block-quantized type, BF16, F16); ReadsPackedRows: whether
-// MatMul at `level` (an effective level) has a kernel for it (none at kPortable; Q8_0's is
-// AVX512-VNNI's, BF16's AVX512-BF16's, F16's AVX-512's, elsewhere a packed copy would be memory
-// spent for nothing); PackedRowBytes: the bytes of one packed row of `cols` elements (cols rounded
-// up to 512; Q8_0: its 34 bytes per 32; BF16: 4 per pair of columns; F16: 2 per column);
-// PackedBytes: the bytes of a packed copy of rows x cols (Q8_0, BF16, F16: rows rounded up to
-// groups of 16); PackRows writes w's rows at dst (PackedBytes bytes), in parallel. The caller owns
-// dst and points w.packed at it; MatMul then reads it where its kernels can.
+// `type` has a packed layout (every block-quantized type, BF16, F16, F32); ReadsPackedRows:
+// whether MatMul at `level` (an effective level) has a kernel for it (none at kPortable; Q8_0's
+// is AVX512-VNNI's, BF16's AVX512-BF16's, F16's and F32's AVX-512's, elsewhere a packed copy
+// would be memory spent for nothing); PackedRowBytes: the bytes of one packed row of `cols`
+// elements (cols rounded up to 512; Q8_0: its 34 bytes per 32; BF16: 4 per pair of columns;
+// F16: 2 per column; F32: 4); PackedBytes: the bytes of a packed copy of rows x cols (Q8_0,
+// BF16, F16, F32: rows rounded up to groups of 16); PackRows writes w's rows at dst (PackedBytes
+// bytes), in parallel. The caller owns dst and points w.packed at it; MatMul then reads it where
+// its kernels can.
 bool CanPackRows(GgmlType type);
 bool ReadsPackedRows(GgmlType type, SimdLevel level);
 int64_t PackedRowBytes(GgmlType type, int64_t cols);

@@ -187,6 +187,9 @@ Kernel X86Bf16PackedKernel();
 // exact products of its columns in order from zero (FMA): a token gets the same bits in any
 // batch.
 Kernel X86F16PackedKernel();
+// The same for packed F32 rows: column c of row r at byte 64 c + 4 r of its group (one zmm per
+// column of 16 rows), each (row, token) one fp32 lane of in-order FMAs from zero.
+Kernel X86F32PackedKernel();
 // The AMX Q8_0 kernel: packed rows (as X86Q8PackedKernel's) x kQ8Amx activations, any number
 // of tokens, bit for bit the token-lane and packed-row kernels' outputs. Only called at
 // SimdLevel::kAmx. Defined in matmul_amx_x86.cc; empty off x86-64.

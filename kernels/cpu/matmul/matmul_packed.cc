@@ -319,21 +319,22 @@ void PackQ8Rows(const WeightView& w, uint8_t* dst) {
   });
 }
 
-// 16-bit float rows in groups of 16 rows, `step` columns of the 16 rows side by side (BF16: 2,
-// a pair of columns per 32-bit lane; F16: 1), as their kernels read them (matmul_kernels.h
-// X86Bf16PackedKernel, X86F16PackedKernel): element c of the group's row r at element
-// 16 step (c / step) + step r + c % step. A missing last column and the rows past w.rows are
-// zero.
-void PackFloatGroups(const WeightView& w, int64_t step, uint8_t* dst) {
+// Float rows in groups of 16 rows, `step` columns of the 16 rows side by side (BF16: 2, a pair
+// of columns per 32-bit lane; F16, F32: 1), as their kernels read them (matmul_kernels.h
+// X86Bf16PackedKernel, X86F16PackedKernel, X86F32PackedKernel): element c of the group's row r
+// at element 16 step (c / step) + step r + c % step, elements of `size` bytes. A missing last
+// column and the rows past w.rows are zero.
+void PackFloatGroups(const WeightView& w, int64_t step, int64_t size, uint8_t* dst) {
   const int64_t group = 16 * step * ((w.cols + step - 1) / step);  // elements
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, (w.rows + 15) / 16), [&](const auto& range) {
     for (int64_t g = range.begin(); g < range.end(); ++g) {
-      auto* out = reinterpret_cast<uint16_t*>(dst) + g * group;
-      std::memset(out, 0, static_cast<size_t>(2 * group));
+      uint8_t* out = dst + g * group * size;
+      std::memset(out, 0, static_cast<size_t>(size * group));
       for (int64_t r = 0; r < 16 && 16 * g + r < w.rows; ++r) {
         const uint8_t* row = w.row(16 * g + r);
         for (int64_t c = 0; c < w.cols; ++c) {
-          std::memcpy(out + 16 * step * (c / step) + step * r + c % step, row + 2 * c, 2);
+          std::memcpy(out + size * (16 * step * (c / step) + step * r + c % step), row + size * c,
+                      static_cast<size_t>(size));
         }
       }
     }
@@ -344,7 +345,8 @@ void PackFloatGroups(const WeightView& w, int64_t step, uint8_t* dst) {
 
 bool CanPackRows(GgmlType type) {
   return type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16 ||
-         FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 || HalfFieldsOf(type).bytes > 0;
+         type == GgmlType::kF32 || FieldsOf(type).bytes > 0 || SuperFieldsOf(type).bytes > 0 ||
+         HalfFieldsOf(type).bytes > 0;
 }
 
 bool ReadsPackedRows(GgmlType type, SimdLevel level) {
@@ -352,7 +354,8 @@ bool ReadsPackedRows(GgmlType type, SimdLevel level) {
 }
 
 int64_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
-  const bool groups = type == GgmlType::kQ8_0 || type == GgmlType::kBF16 || type == GgmlType::kF16;
+  const bool groups = type == GgmlType::kQ8_0 || type == GgmlType::kBF16 ||
+                      type == GgmlType::kF16 || type == GgmlType::kF32;
   const int64_t padded = groups ? (rows + 15) / 16 * 16 : rows;
   return padded * PackedRowBytes(type, cols);
 }
@@ -361,6 +364,7 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
   if (type == GgmlType::kQ8_0) return cols / 32 * internal::kQ8GroupBlockBytes / 16;
   if (type == GgmlType::kBF16) return (cols + 1) / 2 * 4;
   if (type == GgmlType::kF16) return cols * 2;
+  if (type == GgmlType::kF32) return cols * 4;
   int64_t group_bytes = GroupOf(FieldsOf(type)).bytes;
   if (const HalfFields f = HalfFieldsOf(type); f.bytes > 0) group_bytes = GroupOf(f).bytes;
   if (const SuperFields f = SuperFieldsOf(type); f.bytes > 0) {
@@ -371,8 +375,9 @@ int64_t PackedRowBytes(GgmlType type, int64_t cols) {
 
 void PackRows(const WeightView& w, uint8_t* dst) {
   if (w.type == GgmlType::kQ8_0) return PackQ8Rows(w, dst);
-  if (w.type == GgmlType::kBF16) return PackFloatGroups(w, 2, dst);
-  if (w.type == GgmlType::kF16) return PackFloatGroups(w, 1, dst);
+  if (w.type == GgmlType::kBF16) return PackFloatGroups(w, 2, 2, dst);
+  if (w.type == GgmlType::kF16) return PackFloatGroups(w, 1, 2, dst);
+  if (w.type == GgmlType::kF32) return PackFloatGroups(w, 1, 4, dst);
   if (const HalfFields f = HalfFieldsOf(w.type); f.bytes > 0) return PackHalfRows(w, f, dst);
   if (const SuperFields f = SuperFieldsOf(w.type); f.bytes > 0) return PackSuperRows(w, f, dst);
   PackBlock32Rows(w, dst);

@@ -109,6 +109,7 @@ Kernel X86PackedKernel(SimdLevel level, GgmlType type) {
   if (type == GgmlType::kBF16)
     return level >= SimdLevel::kAvx512Bf16 ? X86Bf16PackedKernel() : Kernel{};
   if (type == GgmlType::kF16) return level >= SimdLevel::kAvx512 ? X86F16PackedKernel() : Kernel{};
+  if (type == GgmlType::kF32) return level >= SimdLevel::kAvx512 ? X86F32PackedKernel() : Kernel{};
   return LevelKernel(level, type, true);
 }
 

@@ -931,26 +931,33 @@ PAGODA_MM_BF16 void BlockBf16Packed(const uint8_t* w, int64_t ws, int64_t nr, co
   });
 }
 
-// Packed F16 rows (matmul_kernels.h X86F16PackedKernel) in register tiles of G row groups x T
-// tokens: per column, G weight vectors widened to fp32 and T broadcast activations, G x T FMAs
-// into one fp32 lane per (row, token). One token streams its weights from memory: 4 groups at
-// a time, each prefetched kF16PackedAhead bytes ahead.
-constexpr int64_t kF16PackedAhead = 1024;
+// Packed F16 and F32 rows (matmul_kernels.h X86F16PackedKernel, X86F32PackedKernel) in register
+// tiles of G row groups x T tokens: per column, G weight vectors (F16 widened to fp32) and T
+// broadcast activations, G x T FMAs into one fp32 lane per (row, token). One token streams its
+// weights from memory: 4 groups at a time, each prefetched kFloatPackedAhead bytes ahead (one
+// line every 64 bytes: every other column of F16, every column of F32).
+constexpr int64_t kFloatPackedAhead = 1024;
 
-template <int G, int T>
-PAGODA_MM_AVX512 void TileF16Packed(const uint8_t* w, int64_t gs, int64_t cols, const float* x,
-                                    int64_t ldx, bool prefetch, float* y, int64_t ldy,
-                                    int64_t rows) {
+template <Wf F, int G, int T>
+PAGODA_MM_AVX512 void TileFloatPacked(const uint8_t* w, int64_t gs, int64_t cols, const float* x,
+                                      int64_t ldx, bool prefetch, float* y, int64_t ldy,
+                                      int64_t rows) {
+  static_assert(F == Wf::kF16 || F == Wf::kF32);
+  constexpr int64_t kColumnBytes = F == Wf::kF32 ? 64 : 32;  // 16 rows of one column
   __m512 acc[G][T];
   ZeroGroupLanes(acc);
   for (int64_t c = 0; c < cols; ++c) {
     __m512 wv[G];
     PAGODA_UNROLL for (int g = 0; g < G; ++g) {
-      const uint8_t* p = w + g * gs + 32 * c;
-      if (prefetch && c % 2 == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + kF16PackedAhead), _MM_HINT_T0);
+      const uint8_t* p = w + g * gs + kColumnBytes * c;
+      if (prefetch && (kColumnBytes == 64 || c % 2 == 0)) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kFloatPackedAhead), _MM_HINT_T0);
       }
-      wv[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      if constexpr (F == Wf::kF32) {
+        wv[g] = _mm512_loadu_ps(p);
+      } else {
+        wv[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+      }
     }
     PAGODA_UNROLL for (int t = 0; t < T; ++t) {
       const __m512 xv = _mm512_set1_ps(x[t * ldx + c]);
@@ -962,14 +969,16 @@ PAGODA_MM_AVX512 void TileF16Packed(const uint8_t* w, int64_t gs, int64_t cols, 
 
 // Rows [0, nr) of a tile (from a group start; w_stride: PackedRowBytes) x tokens [t0, t0 + nt):
 // row groups outer, tiles of up to 8 tokens inner (2 groups, or 4 for one token).
-PAGODA_MM_AVX512 void BlockF16Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
-                                     int64_t t0, int64_t nt, float* y, int64_t ldy) {
+template <Wf F>
+PAGODA_MM_AVX512 void BlockFloatPacked(const uint8_t* w, int64_t ws, int64_t nr,
+                                       const Activations& a, int64_t t0, int64_t nt, float* y,
+                                       int64_t ldy) {
   const int64_t gs = 16 * ws, ng = (nr + 15) / 16;
-  ForEachGroupTile(ng, t0, nt, std::numeric_limits<int64_t>::max(),
-                   [&]<int G, int T>(int64_t g, int64_t t) {
-                     TileF16Packed<G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols, a.cols,
-                                         nt <= 8, y + t * ldy + 16 * g, ldy, nr - 16 * g);
-                   });
+  ForEachGroupTile(
+      ng, t0, nt, std::numeric_limits<int64_t>::max(), [&]<int G, int T>(int64_t g, int64_t t) {
+        TileFloatPacked<F, G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols, a.cols, nt <= 8,
+                                 y + t * ldy + 16 * g, ldy, nr - 16 * g);
+      });
 }
 
 // ------------------------------------------------------------------ bf16 conversions ----
@@ -1151,7 +1160,12 @@ Kernel X86Bf16PackedKernel() {
   return {BlockBf16Packed, ActFormat::kBf16Pairs, "avx512bf16/bf16x16"};
 }
 
-Kernel X86F16PackedKernel() { return {BlockF16Packed, ActFormat::kF32, "avx512/f16x16"}; }
+Kernel X86F16PackedKernel() {
+  return {BlockFloatPacked<Wf::kF16>, ActFormat::kF32, "avx512/f16x16"};
+}
+Kernel X86F32PackedKernel() {
+  return {BlockFloatPacked<Wf::kF32>, ActFormat::kF32, "avx512/f32x16"};
+}
 
 }  // namespace pagoda::cpu::mm::internal
 
@@ -1169,6 +1183,7 @@ Kernel X86Q8LanesKernel() { return {}; }
 Kernel X86Q8PackedKernel() { return {}; }
 Kernel X86Bf16PackedKernel() { return {}; }
 Kernel X86F16PackedKernel() { return {}; }
+Kernel X86F32PackedKernel() { return {}; }
 Kernel X86QuantKernel(SimdLevel, GgmlType) { return {}; }
 Kernel X86PackedKernel(SimdLevel, GgmlType) { return {}; }
 }  // namespace pagoda::cpu::mm::internal

@@ -475,18 +475,18 @@ void QuantizeLayers(RandomModel& m, GgmlType type) {
   }
 }
 
-// backend.pack_weights: the CPU backend packs the blocks-of-32, BF16 and F16 matrices where its
-// level reads them (and says how many bytes; off: none), and its logits stay as close to the
+// backend.pack_weights: the CPU backend packs the blocks-of-32, BF16, F16 and F32 matrices where
+// its level reads them (and says how many bytes; off: none), and its logits stay as close to the
 // dequantized fp32 path's as the file-row kernels' do. (Packed and file rows can differ by more
 // than fp32 rounding: both quantize the activations to int8, and a last-bit difference upstream can
 // move a value across a rounding boundary: Q5_1 here moved one step's logits by 2% of their range,
 // with both paths at 2-3% of the fp32 path's.)
 TEST(CpuBackendPackedWeights, PackedRowsStayAsCloseToFp32AsFileRows) {
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                        GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16}) {
+                        GgmlType::kQ8_0, GgmlType::kBF16, GgmlType::kF16, GgmlType::kF32}) {
     SCOPED_TRACE(TypeName(type));
     auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 11);
-    QuantizeLayers(*m, type);
+    if (type != GgmlType::kF32) QuantizeLayers(*m, type);
     const std::vector<int32_t> tokens = {1, 7, 3, 9, 4, 22, 5, 31, 8, 2, 17, 6};
     cpu::CpuBackendOptions on, off, fp32;
     off.pack_weights = false;
@@ -508,17 +508,17 @@ TEST(CpuBackendPackedWeights, PackedRowsStayAsCloseToFp32AsFileRows) {
   }
 }
 
-// Below AVX-512 (no packed F16 kernel) F16 matrices are copied as they are (into huge pages),
-// F32 ones not at all: every output bit for bit what the file's rows give, and the copies' bytes
-// those of the F16 layer and output matrices. (From AVX-512 on F16 ones are packed, and BF16 ones
-// at AVX512-BF16, and sum in another order: the test above.)
-TEST(CpuBackendPackedWeights, F16MatricesAreCopiedAsTheyAre) {
+// Below AVX-512 (no packed F16 or F32 kernel) F16 and F32 matrices are copied as they are (into
+// huge pages): every output bit for bit what the file's rows give, and the copies' bytes those of
+// the layer and output matrices. (From AVX-512 on they are packed, and BF16 ones at AVX512-BF16,
+// and sum in another order: the test above.)
+TEST(CpuBackendPackedWeights, F16AndF32MatricesAreCopiedAsTheyAre) {
   for (GgmlType type : {GgmlType::kF32, GgmlType::kF16}) {
     SCOPED_TRACE(TypeName(type));
     auto m = MakeRandomModel(false, false, 0, RopeLayout::kHalves, 13);
     if (type != GgmlType::kF32) QuantizeLayers(*m, type);
     const auto copied_bytes = [](const WeightView& v) {
-      return v.type == GgmlType::kF16 ? v.rows * v.row_bytes : 0;
+      return v.type == GgmlType::kF16 || v.type == GgmlType::kF32 ? v.rows * v.row_bytes : 0;
     };
     int64_t want_bytes = copied_bytes(m->weights.output);
     for (LayerWeights& l : m->weights.layers) {

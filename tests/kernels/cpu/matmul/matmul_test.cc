@@ -432,8 +432,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
-// Packed rows (PackRows) of the blocks-of-32 types, the K-quants, BF16 and F16: within the same
-// bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
+// Packed rows (PackRows) of the blocks-of-32 types, the K-quants, BF16, F16 and F32: within the
+// same bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
 // blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
 // partial groups of 16 blocks; K-quants: odd super-block counts; the int16 side at its first
 // batch, Int16MinTokens, on the small shapes), and below it each token's
@@ -445,9 +445,11 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   const auto [type, level] = GetParam();
   ASSERT_TRUE(CanPackRows(type));
   const bool k_quant = IsKQuant(type);
-  // BF16, F16: odd counts too (BF16: a last pair with one column).
+  // BF16, F16, F32: odd counts too (BF16: a last pair with one column).
+  const bool float_type =
+      type == GgmlType::kBF16 || type == GgmlType::kF16 || type == GgmlType::kF32;
   const std::vector<int64_t> col_list = k_quant ? std::vector<int64_t>{256, 512, 768, 1280, 4352}
-                                        : type == GgmlType::kBF16 || type == GgmlType::kF16
+                                        : float_type
                                             ? std::vector<int64_t>{7, 32, 117, 544, 1056, 4096}
                                             : std::vector<int64_t>{32, 64, 96, 544, 1056, 4096};
   uint32_t seed = 100;
@@ -530,7 +532,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL,
                                          GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kIQ4_XS,
                                          GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ6_K,
-                                         GgmlType::kBF16, GgmlType::kF16),
+                                         GgmlType::kBF16, GgmlType::kF16, GgmlType::kF32),
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
@@ -763,6 +765,13 @@ TEST(MatMulApiTest, LevelNamesParse) {
   EXPECT_EQ(PackedBytes(GgmlType::kF16, 17, 64), 32 * 128);
   if (DetectSimdLevel() >= SimdLevel::kAvx512) {
     EXPECT_STREQ(KernelName(GgmlType::kF16, SimdLevel::kAvx512, true), "avx512/f16x16");
+  }
+  // F32: groups of 16 rows, 4 bytes per row and column.
+  EXPECT_TRUE(CanPackRows(GgmlType::kF32));
+  EXPECT_EQ(PackedRowBytes(GgmlType::kF32, 7), 28);
+  EXPECT_EQ(PackedBytes(GgmlType::kF32, 17, 64), 32 * 256);
+  if (DetectSimdLevel() >= SimdLevel::kAvx512) {
+    EXPECT_STREQ(KernelName(GgmlType::kF32, SimdLevel::kAvx512, true), "avx512/f32x16");
   }
   // BF16: groups of 16 rows, 4 bytes (a pair of columns) per row and pair.
   EXPECT_TRUE(CanPackRows(GgmlType::kBF16));
