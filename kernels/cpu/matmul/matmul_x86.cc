@@ -887,6 +887,16 @@ inline void ForEachGroupTile(int64_t ng, int64_t t0, int64_t nt, int64_t token_g
   }
 }
 
+// Whether the packed float kernels' tile at token t of a call of nt tokens prefetches its group's
+// weights ahead: every tile of a call of up to 8 tokens (one tile per group), else the first token
+// tile of each group, the one that reads the group from memory (the later ones find it in cache).
+// Calls of 9+ tokens used not to prefetch at all: BM_MatMulDram gate_up one call 16 tokens,
+// GFLOP/s, three interleaved rounds, before / after: F32 129-130 / 145-153, F16 189-193 /
+// 212-227, BF16 143-150 / 162-164; bench model --batch 16 (128 + 32) decode, two rounds: F16
+// 88.7, 87.9 / 100.1, 100.3 tok/s, BF16 65.7, 65.6 / 71.5, 71.1 (from cache, 16-512 tokens: the
+// same within the noise).
+inline bool FloatPackedPrefetch(int64_t nt, int64_t t) { return nt <= 8 || t == 0; }
+
 // Packed BF16 rows (matmul_kernels.h X86Bf16PackedKernel) in register tiles of G row groups x T
 // tokens: per pair, G weight vectors and T broadcast activation pairs, G x T vdpbf16ps into
 // one fp32 lane per (row, token). x: the tile's first token's pairs, `step` uint32 apart per
@@ -926,8 +936,8 @@ PAGODA_MM_BF16 void BlockBf16Packed(const uint8_t* w, int64_t ws, int64_t nr, co
   // Token tiles never cross a group of s tokens (t0 is a multiple of s: 16, or 0).
   ForEachGroupTile(ng, t0, nt, s, [&]<int G, int T>(int64_t g, int64_t t) {
     const int64_t tok = t0 + t;
-    TileBf16Packed<G, T>(w + g * gs, gs, np, xg + (tok / s * np) * s + tok % s, s, nt <= 8,
-                         y + t * ldy + 16 * g, ldy, nr - 16 * g);
+    TileBf16Packed<G, T>(w + g * gs, gs, np, xg + (tok / s * np) * s + tok % s, s,
+                         FloatPackedPrefetch(nt, t), y + t * ldy + 16 * g, ldy, nr - 16 * g);
   });
 }
 
@@ -974,11 +984,12 @@ PAGODA_MM_AVX512 void BlockFloatPacked(const uint8_t* w, int64_t ws, int64_t nr,
                                        const Activations& a, int64_t t0, int64_t nt, float* y,
                                        int64_t ldy) {
   const int64_t gs = 16 * ws, ng = (nr + 15) / 16;
-  ForEachGroupTile(
-      ng, t0, nt, std::numeric_limits<int64_t>::max(), [&]<int G, int T>(int64_t g, int64_t t) {
-        TileFloatPacked<F, G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols, a.cols, nt <= 8,
-                                 y + t * ldy + 16 * g, ldy, nr - 16 * g);
-      });
+  ForEachGroupTile(ng, t0, nt, std::numeric_limits<int64_t>::max(),
+                   [&]<int G, int T>(int64_t g, int64_t t) {
+                     TileFloatPacked<F, G, T>(w + g * gs, gs, a.cols, a.x + (t0 + t) * a.cols,
+                                              a.cols, FloatPackedPrefetch(nt, t),
+                                              y + t * ldy + 16 * g, ldy, nr - 16 * g);
+                   });
 }
 
 // ------------------------------------------------------------------ bf16 conversions ----
