@@ -455,6 +455,14 @@ int64_t TileRowBytes(const WeightView& w, RowConversion c) {
   return w.row_bytes;
 }
 
+// Whether plans of conversion c read the weights in place (the file's rows or the packed copy),
+// and where row r0 then starts (its rows TileRowBytes apart).
+bool InPlace(RowConversion c) { return c == RowConversion::kNone || c == RowConversion::kPacked; }
+const uint8_t* InPlaceRows(const WeightView& w, RowConversion c, int64_t r0) {
+  const uint8_t* base = c == RowConversion::kPacked ? w.packed : w.data;
+  return base + r0 * TileRowBytes(w, c);
+}
+
 struct TileBuffers {
   LineVector<uint8_t> tile;  // converted rows (aligned too: F16 / Q6_K I16 no faster or slower)
   std::vector<float> rows;   // 16 dequantized rows (I16 conversion of types without a converter)
@@ -493,10 +501,9 @@ void ConvertI16Tile(const WeightView& w, int64_t r0, int64_t nr, int64_t group_b
 // tiles: between groups of 16 rows).
 const uint8_t* ConvertTile(const WeightView& w, const Plan& plan, int64_t r0, int64_t nr,
                            TileBuffers& buf, int64_t* stride) {
-  if (plan.conversion == RowConversion::kNone) return w.row(r0);
-  if (plan.conversion == RowConversion::kPacked) {
+  if (InPlace(plan.conversion)) {
     *stride = TileRowBytes(w, plan.conversion);
-    return w.packed + r0 * *stride;
+    return InPlaceRows(w, plan.conversion, r0);
   }
   if (plan.conversion == RowConversion::kI16) {
     *stride = 16 * TileRowBytes(w, plan.conversion);
@@ -627,8 +634,7 @@ void RunTiles(std::span<const Product> products, const Activations& acts, int64_
                            [](int64_t v, const Product& q) { return v < q.first_tile; }) -
           1);
     const WeightView& w = *p.w;
-    const bool join = n_tokens <= chunk && (p.plan.conversion == RowConversion::kNone ||
-                                            p.plan.conversion == RowConversion::kPacked);
+    const bool join = n_tokens <= chunk && InPlace(p.plan.conversion);
     const int64_t p_tiles = (w.rows + p.tile_rows - 1) / p.tile_rows;
     const int64_t last = join ? std::min(end, p.first_tile + p_tiles) : i + 1;
     const int64_t r0 = (i - p.first_tile) * p.tile_rows;
@@ -687,16 +693,12 @@ int TileBytes(std::span<const Product> products, int64_t begin, int64_t end,
     const int64_t p_tiles = (p.w->rows + p.tile_rows - 1) / p.tile_rows;
     const int64_t b = std::max(begin, p.first_tile);
     const int64_t e = std::min(end, p.first_tile + p_tiles);
-    const bool direct =
-        p.plan.conversion == RowConversion::kNone || p.plan.conversion == RowConversion::kPacked;
-    if (b >= e || !direct) continue;
+    if (b >= e || !InPlace(p.plan.conversion)) continue;
     if (budget <= 0 || count == ThreadTeam::kMaxPrefetchRanges) break;
     const int64_t r0 = (b - p.first_tile) * p.tile_rows;
     const int64_t r1 = std::min((e - p.first_tile) * p.tile_rows, p.w->rows);
-    const int64_t stride = TileRowBytes(*p.w, p.plan.conversion);
-    const uint8_t* base = p.plan.conversion == RowConversion::kPacked ? p.w->packed : p.w->data;
-    const int64_t bytes = std::min(budget, (r1 - r0) * stride);
-    ranges[count++] = {base + r0 * stride, bytes};
+    const int64_t bytes = std::min(budget, (r1 - r0) * TileRowBytes(*p.w, p.plan.conversion));
+    ranges[count++] = {InPlaceRows(*p.w, p.plan.conversion, r0), bytes};
     budget -= bytes;
   }
   return count;
@@ -704,9 +706,9 @@ int TileBytes(std::span<const Product> products, int64_t begin, int64_t end,
 
 // Hands each member of `team` the weight bytes of its first claim (ThreadTeam::FirstClaim) in the
 // first loop MatMulSameInput would run for `next` (the products of its first matrix's group).
-// Per call, on the caller: no allocation but `next`'s plans.
+// Per call, on the caller, for teams of 2+ (a team of one never waits); allocates only `next`.
 void PostPrefetch(std::vector<Product> next, int64_t n_tokens, ThreadTeam& team) {
-  if (next.empty() || team.size() == 1) return;  // a team of one never waits
+  if (next.empty()) return;
   const Product first = next.front();
   std::erase_if(next, [&](const Product& p) {
     return p.plan.kernel.act != first.plan.kernel.act || p.max_chunk != first.max_chunk;
@@ -770,7 +772,7 @@ void MatMulSameInput(std::span<const WeightView* const> ws, const float* x, int6
   // token chunk limit (at batch 1, e.g., every packed block-quantized type but Q8_0) share one
   // preparation and one parallel loop.
   std::vector<Product> products = MakeProducts(ws, ys, n_tokens, level, options);
-  if (options.team != nullptr && !options.prefetch_next.empty()) {
+  if (options.team != nullptr && options.team->size() > 1 && !options.prefetch_next.empty()) {
     PostPrefetch(MakeProducts(options.prefetch_next, {}, n_tokens, level, options), n_tokens,
                  *options.team);
   }

@@ -666,11 +666,12 @@ PAGODA_MM_VNNI inline void StoreGroupSums(const float* sums, int64_t n, float* y
 
 // Zeroes the 16-float sums of n (row group, token) pairs at p (64-byte aligned) with vector
 // stores: std::fill_n of a run-time count compiled to `rep stosq`, 3.5% of a Q8_0 prefill
-// profile's samples (46% of BlockQ8Packed's own). pagoda_bench_matmul Q8_0, GFLOP/s, three
-// interleaved rounds, before / after: gate_up 16 tokens 671-684 / 694-714, 512 720-733 / 780-804;
-// down 16 646-664 / 675-680, 512 649-712 / 723-773; BM_MatMulDram gate_up 16 490-501 / 506-516.
-// bench model medium32k-q8_0 --prompt-len 512 --gen-len 2 -r 2, five interleaved runs: 241.7-301.5
-// (median 287.9) / 297.0-312.9 (median 299.1) tok/s; 16 streams' decode within the noise.
+// profile's samples (computed: 46% of BlockQ8Packed's own 7.7%). pagoda_bench_matmul Q8_0, GFLOP/s,
+// three interleaved rounds, before / after: gate_up 16 tokens 671-684 / 694-714, 512 720-733 /
+// 780-804; down 16 646-664 / 675-680, 512 649-712 / 723-773; BM_MatMulDram gate_up 16 490-501 /
+// 506-516. bench model medium32k-q8_0 --prompt-len 512 --gen-len 2 -r 2, five interleaved runs:
+// 241.7-301.5 (median 287.9) / 297.0-312.9 (median 299.1) tok/s; 16 streams' decode within the
+// noise.
 PAGODA_MM_VNNI inline void ZeroGroupSums(float* p, int64_t n) {
   __m512 zero = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; ++i) {
@@ -720,7 +721,7 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
   if (nt == 1) {
     alignas(64) float acc[4 * 16];
     for (int64_t g = 0; g < groups; g += 4) {
-      std::fill_n(acc, 4 * 16, 0.0f);
+      ZeroGroupSums(acc, 4);
       const uint8_t* wg = w + g * gs;
       ForTile<4, 1>(std::min<int64_t>(4, groups - g), 1, [&]<int G, int T>() {
         GroupQ8Rows<G, 1, false>(wg, gs, a, t0, 0, nb, acc, 16,
@@ -975,7 +976,7 @@ PAGODA_MM_AVX512 void TileFloatPacked(const uint8_t* w, int64_t gs, int64_t cols
     __m512 wv[G];
     PAGODA_UNROLL for (int g = 0; g < G; ++g) {
       const uint8_t* p = w + g * gs + kColumnBytes * c;
-      if (prefetch && (kColumnBytes == 64 || c % 2 == 0)) {
+      if (prefetch && kColumnBytes * c % 64 == 0) {  // a line every 64 bytes
         _mm_prefetch(reinterpret_cast<const char*>(p + kFloatPackedAhead), _MM_HINT_T0);
       }
       if constexpr (F == Wf::kF32) {
