@@ -539,7 +539,15 @@ inline constexpr int64_t kQ8GroupPrefetch = 8 * kQ8GroupBlockBytes;
 inline constexpr int64_t kQ8SpanBlocks = 8;
 inline constexpr int64_t kQ8ChunkGroups = 8;
 inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
-inline constexpr int kQ8PairTileTokens = 6;  // tokens per two-group GroupQ8Rows tile
+// Tokens per two-group GroupQ8Rows tile: 8, two tiles per token group of 16 (16 fp32 and 16 int32
+// sums; GCC keeps 5 of the fp32 ones on the stack, updated once per block). Against 6 (tiles of
+// 6, 6 and 4) on a Xeon (AVX512-VNNI, no AMX), pagoda_bench_matmul Q8_0 GFLOP/s, three interleaved
+// rounds, 6 / 8: gate_up 5632 x 2048 16 tokens 666-696 / 757-759, 512 684-785 / 776-835; down
+// 2048 x 5632 16 tokens 654-685 / 728-741, 512 637-752 / 769-787; q_o 2048 x 2048 16 tokens
+// 696-712 / 711-759; BM_MatMulDram gate_up one call 16 tokens 456-503 / 503-526; bench model
+// medium32k-q8_0 (three interleaved rounds) prefill 512 291.7-298.3 / 305.1-312.3 tok/s, 16
+// streams (128 + 32) decode 209.2-216.4 / 220.8-228.9 tok/s. Not measured on the Zen 5 host.
+inline constexpr int kQ8PairTileTokens = 8;
 // Calls with fewer tokens: one group per pass. It was 32, which left every call of 16-31 tokens
 // (batched decode, and prefill through matrices of 5632 columns, whose token chunks are 16) on
 // single groups. pagoda_bench_matmul (Zen 5), GFLOP/s 32 / 16, three interleaved rounds: down
@@ -712,7 +720,8 @@ inline constexpr int64_t kQ8GemvAhead = 2;
 // minutes); bench verify --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6,
 // 69.6 / 58.1, 58.6 ms (interleaved).
 // At 16 tokens, tiles of 16 tokens spilled (33 zmm), and spans of 16 blocks were no faster; 2
-// groups x 6 tokens were no faster then, but were later on a Zen 5 host (kQ8PairMinTokens); chunks
+// groups x 6 tokens were no faster then, but were later on a Zen 5 host (kQ8PairMinTokens), and 2
+// x 8 faster still on a Xeon (kQ8PairTileTokens); chunks
 // of 4 or 16 groups no different within the noise (BM_MatMulDram gate_up 16 tokens, two interleaved
 // runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of 2 slower (555, 729).
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
