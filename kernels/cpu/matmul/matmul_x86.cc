@@ -552,8 +552,12 @@ inline constexpr int kQ8PairTileTokens = 8;
 // (batched decode, and prefill through matrices of 5632 columns, whose token chunks are 16) on
 // single groups. pagoda_bench_matmul (Zen 5), GFLOP/s 32 / 16, three interleaved rounds: down
 // 2048 x 5632, 512 tokens 867, 839, 805 / 899, 942, 787, 16 tokens 880, 776, 837 / 976, 937,
-// 761; gate_up 5632 x 2048, 16 tokens 785, 866, 880 / 950, 951, 933.
-inline constexpr int64_t kQ8PairMinTokens = 16;
+// 761; gate_up 5632 x 2048, 16 tokens 785, 866, 880 / 950, 951, 933. Then 16 / 9 (every grouped
+// batch) once the pair tiles took 8 tokens (a Xeon, AVX512-VNNI, no AMX): bench verify -m
+// medium32k-q8_0 --tokens 1 --context 128 -r 20, median step ms, three interleaved rounds:
+// --batch 9 57.8, 61.9, 69.0 / 51.5, 57.9, 57.6; 12 70.9, 64.9, 75.0 / 56.8, 57.8, 58.2; 14
+// 81.2, 70.4, 70.1 / 71.2, 63.1, 62.6.
+inline constexpr int64_t kQ8PairMinTokens = kQ8GroupedMinTokens;
 
 // Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
 // (xg, xgc, xgd; t0 .. t0 + T - 1 within one group), every token at a fixed offset from one

@@ -463,7 +463,7 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
       Matrix m = RandomMatrix(type, rows, cols, seed++);
       m.Pack();
       const int64_t i16_min = Int16MinTokens(type, level, /*packed=*/true);
-      std::vector<int64_t> batches = {1, 2, 3, 5, 8, 33, 130};
+      std::vector<int64_t> batches = {1, 2, 3, 5, 8, 12, 33, 130};
       if (i16_min < std::numeric_limits<int64_t>::max() && cols <= 768 && rows <= 5) {
         batches.push_back(i16_min);
       }
