@@ -710,8 +710,14 @@ inline constexpr int64_t kQ8GemvAhead = 2;
 // kQ8GemvAhead). Two int32 chains per group (GroupQ8Rows takes one at 4 groups) against one,
 // same command, 3 interleaved rounds: 0.888, 0.859, 0.893 / 0.820, 0.950, 0.896 (54-59 GB/s):
 // no difference.
-// Up to kQ8MaxTileTokens tokens (speculative verification, small batches): the groups one at a
-// time, each in one pass, prefetched kQ8GroupPrefetch ahead. More tokens (t0 a multiple of 16):
+// Up to kQ8MaxTileTokens tokens (speculative verification, small batches): the groups two at a
+// time (two weight streams), each pair in one pass, prefetched kQ8GroupPrefetch ahead. One group
+// at a time before: bench verify -m medium32k-q8_0 --context 128 -r 20, median step ms, six
+// interleaved rounds one / two: --batch 4 --tokens 1 53.5, 45.5, 48.1, 45.2, 44.2, 48.5 / 43.9,
+// 44.5, 47.3, 43.5, 77.4 (an outlier), 44.6; --batch 8 54.4, 55.6, 59.6, 50.7, 50.2, 63.2 /
+// 46.4, 53.3, 49.7, 48.3, 47.3, 51.8; --batch 1 --tokens 5 54.5, 46.5, 51.8, 49.1, 46.4, 51.0 /
+// 50.1, 50.1, 43.5, 46.6, 45.4, 48.8; three rounds --batch 2 44.8, 43.0, 43.7 / 38.8, 40.3,
+// 41.2, --tokens 3 42.3, 42.4, 50.3 / 40.7, 42.4, 44.0. More tokens (t0 a multiple of 16):
 // chunks of up to kQ8ChunkGroups groups, token group by token group (16 tokens); for each span
 // of kQ8SpanBlocks blocks, every group of the chunk in turn in tiles of up to kQ8MaxTileTokens
 // tokens (from kQ8PairMinTokens on: pairs of groups in tiles of kQ8PairTileTokens), so the
@@ -747,15 +753,21 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
     return;
   }
   if (nt <= kQ8MaxTileTokens) {
-    alignas(64) float acc[kQ8MaxTileTokens][16];
-    for (int64_t g = 0; g < groups; ++g) {
-      ZeroGroupSums(acc[0], nt);
+    alignas(64) float acc[2][kQ8MaxTileTokens][16];
+    for (int64_t g = 0; g < groups; g += 2) {
+      const int64_t ng = std::min<int64_t>(2, groups - g);
+      for (int64_t h = 0; h < ng; ++h) ZeroGroupSums(acc[h][0], nt);
       const uint8_t* wg = w + g * gs;
-      ForTile<1, kQ8MaxTileTokens>(1, nt, [&]<int R, int T>() {
-        GroupQ8Rows<1, T, false>(wg, 0, a, t0, 0, nb, acc[0], 0, wg + kQ8GroupPrefetch);
+      ForTile<2, kQ8MaxTileTokens>(ng, nt, [&]<int G, int T>() {
+        GroupQ8Rows<G, T, false>(wg, gs, a, t0, 0, nb, acc[0][0], kQ8MaxTileTokens * 16,
+                                 wg + kQ8GroupPrefetch);
       });
-      const int64_t rows = std::min<int64_t>(16, nr - 16 * g);
-      for (int64_t t = 0; t < nt; ++t) StoreGroupSums(acc[t], rows, y + t * ldy + 16 * g);
+      for (int64_t h = 0; h < ng; ++h) {
+        const int64_t rows = std::min<int64_t>(16, nr - 16 * (g + h));
+        for (int64_t t = 0; t < nt; ++t) {
+          StoreGroupSums(acc[h][t], rows, y + t * ldy + 16 * (g + h));
+        }
+      }
     }
     return;
   }
