@@ -548,16 +548,15 @@ inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
 // medium32k-q8_0 (three interleaved rounds) prefill 512 291.7-298.3 / 305.1-312.3 tok/s, 16
 // streams (128 + 32) decode 209.2-216.4 / 220.8-228.9 tok/s. Not measured on the Zen 5 host.
 inline constexpr int kQ8PairTileTokens = 8;
-// Calls with fewer tokens: one group per pass. It was 32, which left every call of 16-31 tokens
-// (batched decode, and prefill through matrices of 5632 columns, whose token chunks are 16) on
-// single groups. pagoda_bench_matmul (Zen 5), GFLOP/s 32 / 16, three interleaved rounds: down
-// 2048 x 5632, 512 tokens 867, 839, 805 / 899, 942, 787, 16 tokens 880, 776, 837 / 976, 937,
-// 761; gate_up 5632 x 2048, 16 tokens 785, 866, 880 / 950, 951, 933. Then 16 / 9 (every grouped
-// batch) once the pair tiles took 8 tokens (a Xeon, AVX512-VNNI, no AMX): bench verify -m
-// medium32k-q8_0 --tokens 1 --context 128 -r 20, median step ms, three interleaved rounds:
-// --batch 9 57.8, 61.9, 69.0 / 51.5, 57.9, 57.6; 12 70.9, 64.9, 75.0 / 56.8, 57.8, 58.2; 14
-// 81.2, 70.4, 70.1 / 71.2, 63.1, 62.6.
-inline constexpr int64_t kQ8PairMinTokens = kQ8GroupedMinTokens;
+// Every grouped batch pairs its row groups. Pairs took batches from 32 tokens at first, which
+// left every call of 16-31 tokens (batched decode, and prefill through matrices of 5632 columns,
+// whose token chunks are 16) on single groups; then from 16: pagoda_bench_matmul (Zen 5), GFLOP/s
+// 32 / 16, three interleaved rounds: down 2048 x 5632, 512 tokens 867, 839, 805 / 899, 942, 787,
+// 16 tokens 880, 776, 837 / 976, 937, 761; gate_up 5632 x 2048, 16 tokens 785, 866, 880 / 950,
+// 951, 933. Then from 9 (every grouped batch) once the pair tiles took 8 tokens (a Xeon,
+// AVX512-VNNI, no AMX): bench verify -m medium32k-q8_0 --tokens 1 --context 128 -r 20, median
+// step ms, three interleaved rounds, 16 / 9: --batch 9 57.8, 61.9, 69.0 / 51.5, 57.9, 57.6; 12
+// 70.9, 64.9, 75.0 / 56.8, 57.8, 58.2; 14 81.2, 70.4, 70.1 / 71.2, 63.1, 62.6.
 
 // Where GroupQ8Rows finds token t0 + t's activations of block b: kGrouped, the token groups
 // (xg, xgc, xgd; t0 .. t0 + T - 1 within one group), every token at a fixed offset from one
@@ -692,6 +691,27 @@ PAGODA_MM_VNNI inline void ZeroGroupSums(float* p, int64_t n) {
   }
 }
 
+// Calls of up to kMaxT tokens from the token rows: kG row groups side by side per pass (kG weight
+// streams; gs bytes apart), each prefetched `ahead` bytes on.
+template <int kG, int kMaxT>
+PAGODA_MM_VNNI void RowGroupPasses(const uint8_t* w, int64_t gs, int64_t nr, const Activations& a,
+                                   int64_t t0, int64_t nt, float* y, int64_t ldy, int64_t ahead) {
+  const int64_t groups = (nr + 15) / 16, nb = a.cols / 32;
+  alignas(64) float acc[kG][kMaxT][16];
+  for (int64_t g = 0; g < groups; g += kG) {
+    const int64_t ng = std::min<int64_t>(kG, groups - g);
+    for (int64_t h = 0; h < ng; ++h) ZeroGroupSums(acc[h][0], nt);
+    const uint8_t* wg = w + g * gs;
+    ForTile<kG, kMaxT>(ng, nt, [&]<int G, int T>() {
+      GroupQ8Rows<G, T, false>(wg, gs, a, t0, 0, nb, acc[0][0], kMaxT * 16, wg + ahead);
+    });
+    for (int64_t h = 0; h < ng; ++h) {
+      const int64_t rows = std::min<int64_t>(16, nr - 16 * (g + h));
+      for (int64_t t = 0; t < nt; ++t) StoreGroupSums(acc[h][t], rows, y + t * ldy + 16 * (g + h));
+    }
+  }
+}
+
 // The GEMV's prefetch distance per weight stream, in blocks (BlockQ8Packed): 2 (1.1 KiB). On a
 // Zen 5 host reading 52-64 GB/s, BM_MatMulModelDecode (medium32k-q8_0's decode GEMVs in step
 // order) W_GB/s, 8 / 4 / 2 ahead, interleaved rounds: 52.2 / 53.8 / 55.4, 51.5 / 56.9 / 58.1,
@@ -720,7 +740,7 @@ inline constexpr int64_t kQ8GemvAhead = 2;
 // 41.2, --tokens 3 42.3, 42.4, 50.3 / 40.7, 42.4, 44.0. More tokens (t0 a multiple of 16):
 // chunks of up to kQ8ChunkGroups groups, token group by token group (16 tokens); for each span
 // of kQ8SpanBlocks blocks, every group of the chunk in turn in tiles of up to kQ8MaxTileTokens
-// tokens (from kQ8PairMinTokens on: pairs of groups in tiles of kQ8PairTileTokens), so the
+// tokens (pairs of groups in tiles of kQ8PairTileTokens, the last odd one alone), so the
 // span's activations (16 tokens: 4 KiB of codes) stay in L1 while the weights stream through;
 // the first token group's pass prefetches the next group's span (the next weights it reads).
 // Before (one group x up to 12 tokens per pass from the token rows, whose per-token pointers GCC
@@ -730,45 +750,19 @@ inline constexpr int64_t kQ8GemvAhead = 2;
 // minutes); bench verify --batch 16 --tokens 1 --context 128 medium32k-q8_0, median step 66.6,
 // 69.6 / 58.1, 58.6 ms (interleaved).
 // At 16 tokens, tiles of 16 tokens spilled (33 zmm), and spans of 16 blocks were no faster; 2
-// groups x 6 tokens were no faster then, but were later on a Zen 5 host (kQ8PairMinTokens), and 2
-// x 8 faster still on a Xeon (kQ8PairTileTokens); chunks
-// of 4 or 16 groups no different within the noise (BM_MatMulDram gate_up 16 tokens, two interleaved
-// runs: 4 groups 750-817, 8 717-809, 16 748-759 GFLOP/s), of 2 slower (555, 729).
+// groups x 6 tokens were no faster then, but were later on a Zen 5 host, and 2 x 8 faster still
+// on a Xeon (kQ8PairTileTokens); chunks of 4 or 16 groups no different within the noise
+// (BM_MatMulDram gate_up 16 tokens, two interleaved runs: 4 groups 750-817, 8 717-809, 16
+// 748-759 GFLOP/s), of 2 slower (555, 729).
 PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, const Activations& a,
                                   int64_t t0, int64_t nt, float* y, int64_t ldy) {
   const int64_t groups = (nr + 15) / 16, gs = 16 * ws, nb = a.cols / 32;
   if (nt == 1) {
-    alignas(64) float acc[4 * 16];
-    for (int64_t g = 0; g < groups; g += 4) {
-      ZeroGroupSums(acc, 4);
-      const uint8_t* wg = w + g * gs;
-      ForTile<4, 1>(std::min<int64_t>(4, groups - g), 1, [&]<int G, int T>() {
-        GroupQ8Rows<G, 1, false>(wg, gs, a, t0, 0, nb, acc, 16,
-                                 wg + kQ8GemvAhead * kQ8GroupBlockBytes);
-      });
-      for (int64_t h = 0; h < 4 && 16 * (g + h) < nr; ++h) {
-        StoreGroupSums(acc + 16 * h, nr - 16 * (g + h), y + 16 * (g + h));
-      }
-    }
+    RowGroupPasses<4, 1>(w, gs, nr, a, t0, nt, y, ldy, kQ8GemvAhead * kQ8GroupBlockBytes);
     return;
   }
   if (nt <= kQ8MaxTileTokens) {
-    alignas(64) float acc[2][kQ8MaxTileTokens][16];
-    for (int64_t g = 0; g < groups; g += 2) {
-      const int64_t ng = std::min<int64_t>(2, groups - g);
-      for (int64_t h = 0; h < ng; ++h) ZeroGroupSums(acc[h][0], nt);
-      const uint8_t* wg = w + g * gs;
-      ForTile<2, kQ8MaxTileTokens>(ng, nt, [&]<int G, int T>() {
-        GroupQ8Rows<G, T, false>(wg, gs, a, t0, 0, nb, acc[0][0], kQ8MaxTileTokens * 16,
-                                 wg + kQ8GroupPrefetch);
-      });
-      for (int64_t h = 0; h < ng; ++h) {
-        const int64_t rows = std::min<int64_t>(16, nr - 16 * (g + h));
-        for (int64_t t = 0; t < nt; ++t) {
-          StoreGroupSums(acc[h][t], rows, y + t * ldy + 16 * (g + h));
-        }
-      }
-    }
+    RowGroupPasses<2, kQ8MaxTileTokens>(w, gs, nr, a, t0, nt, y, ldy, kQ8GroupPrefetch);
     return;
   }
   alignas(64) float acc[kQ8ChunkGroups][16][16];
@@ -781,8 +775,8 @@ PAGODA_MM_VNNI void BlockQ8Packed(const uint8_t* w, int64_t ws, int64_t nr, cons
         const int64_t b1 = std::min(nb, b0 + kQ8SpanBlocks);
         for (int64_t g = 0; g < ng;) {
           const uint8_t* wg = w + (g0 + g) * gs;
-          // Groups in this pass: a pair from kQ8PairMinTokens tokens (unless the last), else one.
-          const int64_t step = nt >= kQ8PairMinTokens && g + 1 < ng ? 2 : 1;
+          // Groups in this pass: a pair (the last one of an odd count alone).
+          const int64_t step = g + 1 < ng ? 2 : 1;
           // The next group's span; after the chunk's last group the first one's next span, or
           // after the last span the next chunk's start.
           const uint8_t* next = g + step < ng ? wg + step * gs + b0 * kQ8GroupBlockBytes
