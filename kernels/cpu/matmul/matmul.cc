@@ -362,8 +362,18 @@ struct Plan {
 // 435, 420 / 497, 488; Q4_K 438, 448 / 487, 520 (down 2048 x 5632: 442, 446 / 485, 512); Q5_1
 // at 1024: 395, 388 / 453, 463; Q2_K at 512: 285, 275 / 410, 412 (down 280, 285 / 420, 416);
 // Q5_K at 512: 391, 390 / 466, 442; but Q6_K at 512: 360, 360 / 283, 300 (down 327, 350 / 316,
-// 291) and at 2048 432, 428 / 315, 338. So packed rows keep every batch (which also makes
-// batch invariance free for them, FreeBatchInvariance) and Q6_K switches at 256 as before.
+// 291) and at 2048 432, 428 / 315, 338. So packed rows kept every batch (which also makes
+// batch invariance free for them, FreeBatchInvariance) and Q6_K switched at 256 as before.
+// Q6_K's packed batches then ran nearly 2x faster once their code extraction was inlined
+// (matmul_quant_x86.inc X16HalfCodes), and keep every batch too, so llama.cpp's mixes (a Q6_K
+// output matrix, Q6_K attn_v / ffn_down in Q4_K_M and Q5_K_M) are batch-invariant for free:
+// gate_up 5632 x 2048, GFLOP/s at 128 / 256 / 512 / 1024 tokens, two interleaved rounds,
+// int16 from 256 / packed: 381, 386 / 383, 369 (both packed at 128); 281, 282 / 373, 367; 347,
+// 317 / 377, 366; 383, 348 / 385, 315; down 2048 x 5632 261, 234 / 282, 241; 267, 261 / 263,
+// 273; 325, 300 / 273, 282; 352, 362 / 296, 262. bench model --gen-len 2, prefill tok/s,
+// interleaved, int16 from 256 / packed: medium32k-q4_k_m 512 tokens (-r 2) 188.5, 186.4, 209.1
+// / 193.3, 203.2, 197.1, 2000 tokens (-r 1) 172.9, 168.1 / 166.2, 157.6; q5_k_m 512 186.4,
+// 192.1, 191.2 / 183.5, 187.4, 185.4, 2000 156.3, 153.3 / 160.6, 155.0.
 int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
   switch (type) {
     case GgmlType::kQ4_0:
@@ -376,9 +386,8 @@ int64_t ConvertedMinTokens(GgmlType type, bool packed_kernel) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kIQ4_XS:
-      return packed_kernel ? std::numeric_limits<int64_t>::max() : 128;
     case GgmlType::kQ6_K:
-      return packed_kernel ? 256 : 128;
+      return packed_kernel ? std::numeric_limits<int64_t>::max() : 128;
     default:
       return std::numeric_limits<int64_t>::max();
   }

@@ -117,8 +117,7 @@ struct MatMulOptions {
 // Whether batch-invariant plans for `type` at `level` (an effective level) cost nothing: F32
 // and BF16 (one kernel family at every batch), and the block-quantized types with a packed copy
 // whose packed rows kernel serves every batch size (Q8_0: below AMX the only one in use; every
-// other type but Q6_K, which switches to int16 tiles from 256 tokens; F16 follows
-// MatMulOptions::f16).
+// other block type; F16 follows MatMulOptions::f16).
 bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed);
 
 // The batch size from which the default plans (not batch-invariant) for `type` at `level` (an
