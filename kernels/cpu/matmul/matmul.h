@@ -123,7 +123,7 @@ bool FreeBatchInvariance(GgmlType type, SimdLevel level, bool packed);
 // The batch size from which the default plans (not batch-invariant) for `type` at `level` (an
 // effective level) dequantize the row tiles to int16 and multiply with vpdpwssd; max() when
 // never (F32, BF16, Q8_0 and F16, which follows MatMulOptions::f16). `packed`: the weights have
-// a PackRows copy, whose kernels keep the batch longer. For error bounds in tests.
+// a PackRows copy, whose kernels keep every batch (max()). For error bounds in tests.
 int64_t Int16MinTokens(GgmlType type, SimdLevel level, bool packed);
 
 // The level MatMul runs at for these options.

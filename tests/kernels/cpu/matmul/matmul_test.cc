@@ -14,7 +14,7 @@
 //     code, sub-block scale and bit pattern; random fp16 scales / mins of either sign), the
 //     others on quantized Gaussian rows.
 //   At avx512vnni+, batches of >= Int16MinTokens tokens of the block-quantized types (not Q8_0;
-//   128 from file rows, 256 to 2048 from packed rows) and of >= 32 tokens of F16 (the
+//   128, from file rows only: packed rows keep their kernels) and of >= 32 tokens of F16 (the
 //     default int16 path: weights and activations quantized to 13 bits per block of 32): per
 //     block, (amax_w * sum |x| + amax_x * sum |w|) / 16382 + 32 amax_w amax_x / 16382^2, summed,
 //     times 1.01, + 2e-5 * S (for the quantized types instead of their int8 terms above).
@@ -434,18 +434,18 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::ValuesIn(Levels())),
     ParamName);
 
-// Packed rows (PackRows) of the blocks-of-32 types, the K-quants, BF16, F16 and F32: within the
-// same bounds (+ 1e-4 * S, the offset or min is applied in fp32; the K-quants with the activation
-// blocks of 32 they are packed for) for batches on both sides of the int16 path (cols with
-// partial groups of 16 blocks; K-quants: odd super-block counts; the int16 side at its first
-// batch, Int16MinTokens, on the small shapes), and below it each token's
-// outputs bit-identical to those of a call with that token alone and of the same call with 1
-// thread.
+// Packed rows (PackRows) of the blocks-of-32 types, the K-quants, BF16, F16 and F32: their
+// kernels take every batch (no int16 path, Int16MinTokens), within the same bounds (+ 1e-4 * S,
+// the offset or min is applied in fp32; the K-quants with the activation blocks of 32 they are
+// packed for; cols with partial groups of 16 blocks, K-quants odd super-block counts), and each
+// token's outputs bit-identical to those of a call with that token alone and of the same call
+// with 1 thread.
 class PackedMatMulTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
   const auto [type, level] = GetParam();
   ASSERT_TRUE(CanPackRows(type));
+  EXPECT_EQ(Int16MinTokens(type, level, /*packed=*/true), std::numeric_limits<int64_t>::max());
   const bool k_quant = IsKQuant(type);
   // BF16, F16, F32: odd counts too (BF16: a last pair with one column).
   const bool float_type =
@@ -464,19 +464,13 @@ TEST_P(PackedMatMulTest, MatchesReferenceAndDoesNotDependOnTheBatch) {
       if (rows == 300 && cols > 96) continue;
       Matrix m = RandomMatrix(type, rows, cols, seed++);
       m.Pack();
-      const int64_t i16_min = Int16MinTokens(type, level, /*packed=*/true);
-      std::vector<int64_t> batches = {1, 2, 3, 4, 5, 7, 8, 12, 33, 130};
-      if (i16_min < std::numeric_limits<int64_t>::max() && cols <= 768 && rows <= 5) {
-        batches.push_back(i16_min);
-      }
-      for (int64_t n : batches) {
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 12, 33, 130}) {
         if (cols >= 1056 && n > 8 && n != 33) continue;
         SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols << " n=" << n);
         const std::vector<float> x = RandomActivations(n, cols, seed++);
         std::vector<float> y(static_cast<size_t>(n * rows), NAN);
         MatMul(m.view(), x.data(), n, y.data(), MatMulOptions{level});
         ExpectMatches(m, x, n, y, level);
-        if (n >= i16_min) continue;
         // F16 batches of 32+ take the int16 path (MatMulOptions::f16): its tiles converted from
         // the packed copy are those of the file's rows, so the same bits.
         if (type == GgmlType::kF16 && F16FastPath(kDefaultF16Matmul, level, n)) {
