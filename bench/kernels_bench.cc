@@ -32,6 +32,7 @@
 #include "kernels/cpu/attention/attention_block_tkg.h"
 #include "kernels/cpu/attention/attention_simd.h"
 #include "kernels/cpu/attention/flash_paged_attention.h"
+#include "kernels/cpu/ops.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -242,6 +243,45 @@ void BM_ReadBandwidth(benchmark::State& state) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The elementwise ops a decode step runs on its calling thread between the parallel loops
+// (twice a layer and once a layer at batch 1): one row of n values, in L1.
+std::vector<float> RandomRow(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> x = RandomRow(n, 1), w = RandomRow(n, 2);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    RmsNorm(x.data(), w.data(), n, 1e-5f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["ns/value"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+
+void BM_SwiGlu(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> gate = RandomRow(n, 3), up = RandomRow(n, 4);
+  std::vector<float> g(static_cast<size_t>(n));
+  for (auto _ : state) {
+    state.PauseTiming();
+    g = gate;
+    state.ResumeTiming();
+    SwiGlu(g.data(), up.data(), n);
+    benchmark::DoNotOptimize(g.data());
+  }
+  state.counters["ns/value"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |
+                                                     benchmark::Counter::kInvert);
+}
+
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"ctx", "batch", "d", "gqa"});
   b->Args({4096, 16, 128, 4});  // the reference case: compare with BM_ReadBandwidth
@@ -264,6 +304,8 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RmsNorm)->ArgName("n")->Arg(2048)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SwiGlu)->ArgName("n")->Arg(5632)->Arg(14336)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeAttention)->Apply(DecodeArgs);
 BENCHMARK(BM_FlashPrefill)->Apply(PrefillArgs);
 BENCHMARK(BM_AttentionBlockTkg)

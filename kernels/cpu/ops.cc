@@ -10,11 +10,20 @@
 
 namespace pagoda::cpu {
 
-void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+// The sum of squares in 8 double lanes (a fixed order, vectorized by each clone): one chain of
+// dependent double adds took 4 cycles a value, about 3 us for a 2048-wide row on the step's
+// calling thread, twice a layer.
+PAGODA_SIMD_CLONES void RmsNorm(const float* x, const float* weight, int64_t n, float eps,
+                                float* out) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+  }
+  double ss = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+  for (i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
 namespace {
