@@ -79,8 +79,13 @@
 //                                scale)
 //   qs   uint8 [4 u][16 L][4 k]  (Q6_K only) the low nibbles of the codes, as above
 //   two  uint8 [2 w][16 L][4 k]  bits 2i, 2i + 1: the 2 low bits of element 4 (4w + i) + k of
-//                                block L (Q6_K: the 2 bits above its nibble)
-//   qh   uint64 [8 v]            (Q3_K only) its third bits, as the 5th bits above
+//                                block L (Q6_K: the 2 bits above its nibble; not Q3_K)
+//   three uint8 [3 p][16 L][4 k] (Q3_K only, at the offset `two`) the 3-bit codes of element
+//                                4v + k of block L: plane 0 holds v = 0 (bits 0-2), 1 (bits 3-5)
+//                                and the low 2 bits of v = 6 (bits 6-7); plane 1 v = 2, 3 and
+//                                v = 7's low 2 bits; plane 2 v = 4, 5 and the third bits of v = 6
+//                                (bit 6) and 7 (bit 7): one vgf2p8affineqb (or a shift and a
+//                                mask) a vector of codes, two and an or for v = 6, 7
 // with codes q: Q2_K 0..3, x = d sc q - dmin m; Q3_K 0..7, x = d s (q - 4); Q6_K 0..63,
 // x = d s (q - 32). Their kernels take the activation sums per 16 (kQ8X16's xsum).
 // Q8_0 packs across rows instead (its kernel sums a block per lane, 16 rows to a zmm): rows in
@@ -256,8 +261,7 @@ constexpr PackedGroupLayout PackedGroupK(bool has_min, bool fifth) {
 }
 constexpr PackedGroupLayout PackedGroupK16(bool has_min, bool nibbles, bool third) {
   const int64_t sc = has_min ? 8 : 4, qs = sc + 32, two = qs + (nibbles ? 256 : 0);
-  const int64_t qh = two + 128;
-  return {qh + (third ? 64 : 0), -1, third ? qh : -1, nibbles ? qs : -1, sc, two};
+  return {two + (third ? 192 : 128), -1, -1, nibbles ? qs : -1, sc, two};
 }
 
 // The x86 kernels for packed rows (kQ8X16 activations; Q8_0: X86Q8PackedKernel, AVX512-VNNI

@@ -212,33 +212,48 @@ void DecodeHalfSuper(GgmlType type, const uint8_t* b, HalfSuperBlock* s) {
   }
 }
 
+// Q3_K's code c (0..7) of element 4v + k of block L into the three planes at p (zeroed before;
+// matmul_kernels.h PackedGroupK16).
+void PackThreeBits(int v, int c, uint8_t* p) {
+  static constexpr struct {
+    int8_t plane, shift, high_shift;  // high_shift: where v = 6, 7 put the third bit in plane 2
+  } kPlace[8] = {{0, 0, -1}, {0, 3, -1}, {1, 0, -1}, {1, 3, -1},
+                 {2, 0, -1}, {2, 3, -1}, {0, 6, 6},  {1, 6, 7}};
+  const auto& at = kPlace[v];
+  if (at.high_shift < 0) {
+    p[64 * at.plane] |= static_cast<uint8_t>(c << at.shift);
+  } else {
+    p[64 * at.plane] |= static_cast<uint8_t>((c & 3) << at.shift);
+    p[128] |= static_cast<uint8_t>((c >> 2) << at.high_shift);
+  }
+}
+
 // Super-block i (0, 1) of a packed group of sub-blocks of 16 at g (zeroed before): element
 // 32 L + 4 v + k of the group (block L = 8 i + j, j = 0..7) is code c; its sub-block 2 L + v / 4.
-void PackHalfSuper(const internal::PackedGroupLayout& layout, bool has_min, const HalfSuperBlock& s,
-                   int i, uint8_t* g) {
+void PackHalfSuper(const internal::PackedGroupLayout& layout, const HalfFields& f,
+                   const HalfSuperBlock& s, int i, uint8_t* g) {
   std::memcpy(g + 2 * i, s.d, 2);
-  if (has_min) std::memcpy(g + 4 + 2 * i, s.dmin, 2);
+  if (f.has_min) std::memcpy(g + 4 + 2 * i, s.dmin, 2);
   for (int j = 0; j < 8; ++j) {
     const int L = 8 * i + j;
     for (int h = 0; h < 2; ++h) {
       g[layout.sc + (layout.qs < 0 ? 2 * L + h : 16 * h + L)] = s.sc[2 * j + h];
     }
     for (int v = 0; v < 8; ++v) {
-      uint64_t word = 0;
-      if (layout.qh >= 0) std::memcpy(&word, g + layout.qh + 8 * v, 8);
       for (int k = 0; k < 4; ++k) {
         const int c = s.q[32 * j + 4 * v + k];
-        // Q6_K: the low nibble in qs, the 2 bits above it in the 2-bit plane; Q2_K / Q3_K: the
-        // low 2 bits there (Q3_K: the third in qh).
+        if (f.third) {
+          PackThreeBits(v, c, g + layout.two + 4 * L + k);
+          continue;
+        }
+        // Q6_K: the low nibble in qs, the 2 bits above it in the 2-bit plane; Q2_K: the code.
         const int two = layout.qs >= 0 ? c >> 4 : c & 3;
         g[layout.two + 64 * (v / 4) + 4 * L + k] |= static_cast<uint8_t>(two << (2 * (v % 4)));
         if (layout.qs >= 0) {
           g[layout.qs + 64 * (v % 4) + 4 * L + k] |=
               static_cast<uint8_t>((c & 15) << (4 * (v / 4)));
         }
-        if (layout.qh >= 0) word |= static_cast<uint64_t>(c >> 2) << (4 * L + k);
       }
-      if (layout.qh >= 0) std::memcpy(g + layout.qh + 8 * v, &word, 8);
     }
   }
 }
@@ -263,7 +278,7 @@ void PackHalfRows(const WeightView& w, const HalfFields& f, uint8_t* dst) {
     HalfSuperBlock s;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       DecodeHalfSuper(w.type, row + sb * f.bytes, &s);
-      PackHalfSuper(layout, f.has_min, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
+      PackHalfSuper(layout, f, s, static_cast<int>(sb % 2), out + sb / 2 * layout.bytes);
     }
   });
 }
