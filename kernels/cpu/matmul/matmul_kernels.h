@@ -55,8 +55,9 @@
 // bytes) each:
 //   d  fp16 [16]                 the block scales
 //   m  fp16 [16]                 the mins (Q4_1, Q5_1 only)
-//   qh uint64 [8 v]              5th bits (Q5_0, Q5_1 only): bit 4L + k of word v is the 5th bit
-//                                of element 4v + k of block L
+//   qh uint8 [16 L][4 k]         5th bits (Q5_0, Q5_1 only): bit v of byte 4L + k is the 5th bit
+//                                of element 4v + k of block L (so one vgf2p8affineqb, or a
+//                                vptestmb, gives vector v's)
 //   qs uint8 [4 u][16 L][4 k]    byte k of group u of block L's 16 nibble bytes (its low nibble:
 //                                element 4u + k, high: 16 + 4u + k)
 // so the low nibbles of 64 bytes qs[u] are elements 4u..4u+3 of every block, lined up with

@@ -49,10 +49,9 @@ void PackBlock(const Block32Fields& f, const internal::PackedGroupLayout& layout
     uint32_t qh;
     std::memcpy(&qh, blk + f.qh, 4);
     for (int v = 0; v < 8; ++v) {
-      uint64_t word;
-      std::memcpy(&word, g + layout.qh + 8 * v, 8);
-      word |= static_cast<uint64_t>((qh >> (4 * v)) & 0xf) << (4 * L);
-      std::memcpy(g + layout.qh + 8 * v, &word, 8);
+      for (int k = 0; k < 4; ++k) {
+        g[layout.qh + 4 * L + k] |= static_cast<uint8_t>(((qh >> (4 * v + k)) & 1) << v);
+      }
     }
   }
   for (int u = 0; u < 4; ++u) std::memcpy(g + layout.qs + 64 * u + 4 * L, blk + f.qs + 4 * u, 4);
@@ -134,12 +133,9 @@ void PackSuper(const SuperFields& f, const internal::PackedGroupLayout& layout, 
     }
     if (!f.fifth) continue;
     for (int v = 0; v < 8; ++v) {
-      uint64_t word;
-      std::memcpy(&word, g + layout.qh + 8 * v, 8);
       for (int k = 0; k < 4; ++k) {
-        word |= static_cast<uint64_t>(s.q[j][4 * v + k] >> 4) << (4 * L + k);
+        g[layout.qh + 4 * L + k] |= static_cast<uint8_t>((s.q[j][4 * v + k] >> 4) << v);
       }
-      std::memcpy(g + layout.qh + 8 * v, &word, 8);
     }
   }
 }
