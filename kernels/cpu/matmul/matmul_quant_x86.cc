@@ -61,7 +61,8 @@ namespace qk_vnni {
 #pragma GCC pop_options
 
 // From kAvx512Bf16 on (whose CPUs have GFNI, simd_level.h): the packed Q2_K / Q3_K / Q6_K kernels
-// with their bit planes unpacked by vgf2p8affineqb, and Q5_0 / Q5_1 / Q5_K's 5th bits alike.
+// with their bit planes unpacked by vgf2p8affineqb, Q5_0 / Q5_1 / Q5_K's 5th bits alike, and the
+// high nibbles of those and IQ4_XS.
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni")
 namespace qk_gfni {
