@@ -233,7 +233,7 @@ void PackHalfSuper(const internal::PackedGroupLayout& layout, const HalfFields& 
   for (int j = 0; j < 8; ++j) {
     const int L = 8 * i + j;
     for (int h = 0; h < 2; ++h) {
-      g[layout.sc + (layout.qs < 0 ? 2 * L + h : 16 * h + L)] = s.sc[2 * j + h];
+      g[layout.sc + (f.nibbles ? 16 * h + L : 2 * L + h)] = s.sc[2 * j + h];
     }
     for (int v = 0; v < 8; ++v) {
       for (int k = 0; k < 4; ++k) {
@@ -243,9 +243,9 @@ void PackHalfSuper(const internal::PackedGroupLayout& layout, const HalfFields& 
           continue;
         }
         // Q6_K: the low nibble in qs, the 2 bits above it in the 2-bit plane; Q2_K: the code.
-        const int two = layout.qs >= 0 ? c >> 4 : c & 3;
+        const int two = f.nibbles ? c >> 4 : c & 3;
         g[layout.two + 64 * (v / 4) + 4 * L + k] |= static_cast<uint8_t>(two << (2 * (v % 4)));
-        if (layout.qs >= 0) {
+        if (f.nibbles) {
           g[layout.qs + 64 * (v % 4) + 4 * L + k] |=
               static_cast<uint8_t>((c & 15) << (4 * (v / 4)));
         }
