@@ -265,10 +265,18 @@ PAGODA_MM_VNNI void TileI16(const uint8_t* w, int64_t gs, const Activations& a, 
   }
 }
 
-// w: the converted tile (group stride gs bytes); nr rows, nt tokens from t0.
+// w: the converted tile (group stride gs bytes); nr rows, nt tokens from t0. Tiles of 2 groups
+// x 6 tokens (12 int32 and 12 fp32 accumulators, 27 zmm in all); every output is the same for
+// any tile. Against 2 x 4 on a Zen 5 host (pagoda_bench_matmul F16, GFLOP/s, median of 3, four
+// interleaved rounds, 2 x 4 / 2 x 6): q_o 2048 x 2048 64 tokens 491-530 / 539-549, 512 tokens
+// 570-619 / 602-629; gate_up 5632 x 2048 64 tokens 447-483 / 491-523, 512 tokens 610-638 /
+// 619-630; down 2048 x 5632 64 tokens 470-502 / 472-516, 512 tokens 573-592 / 592-612. bench
+// model medium32k-f16 --prompt-len 512, prefill tok/s, six interleaved runs: 225.5-255.2
+// (median 239.4) / 239.9-271.5 (median 247.3). 2 x 5, 2 x 7 and 3 x 4 were within the noise of
+// 2 x 6, 1 x 8 no faster than 2 x 4, 4 x 3 a quarter slower.
 PAGODA_MM_VNNI void BlockI16(const uint8_t* w, int64_t gs, int64_t nr, const Activations& a,
                              int64_t t0, int64_t nt, float* y, int64_t ldy) {
-  constexpr int kG = 2, kT = 4;
+  constexpr int kG = 2, kT = 6;
   const int64_t groups = (nr + 15) / 16;
   for (int64_t g = 0; g < groups; g += kG) {
     const int64_t gg = std::min<int64_t>(kG, groups - g);
