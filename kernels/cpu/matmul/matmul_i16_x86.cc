@@ -272,7 +272,7 @@ PAGODA_MM_VNNI void TileI16(const uint8_t* w, int64_t gs, const Activations& a, 
 // 570-619 / 602-629; gate_up 5632 x 2048 64 tokens 447-483 / 491-523, 512 tokens 610-638 /
 // 619-630; down 2048 x 5632 64 tokens 470-502 / 472-516, 512 tokens 573-592 / 592-612. bench
 // model medium32k-f16 --prompt-len 512, prefill tok/s, six interleaved runs: 225.5-255.2
-// (median 239.4) / 239.9-271.5 (median 247.3). 2 x 5, 2 x 7 and 3 x 4 were within the noise of
+// (median 239.4, computed) / 239.9-271.5 (247.3). 2 x 5, 2 x 7 and 3 x 4 were within the noise of
 // 2 x 6, 1 x 8 no faster than 2 x 4, 4 x 3 a quarter slower.
 PAGODA_MM_VNNI void BlockI16(const uint8_t* w, int64_t gs, int64_t nr, const Activations& a,
                              int64_t t0, int64_t nt, float* y, int64_t ldy) {

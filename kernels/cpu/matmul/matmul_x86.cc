@@ -549,11 +549,11 @@ inline constexpr int kQ8MaxTileTokens = kQ8GroupedMinTokens - 1;
 // streams (128 + 32) decode 209.2-216.4 / 220.8-228.9 tok/s. Not measured on the Zen 5 host.
 // There (2026-12-08) a stand-alone copy of the 2 x 8 tile (not in the repo; one core, operands
 // in L1) ran 620-640 GOP/s, 827 with an int32 add in place of each block's scale step;
-// vpdpbusd alone issues 2 a cycle (927 GOP/s). Without the step's vmulps 704-711, without its
-// vcvtdq2ps 668-670, with a vcvtdq2ps and a vaddps 783-790: vmulps and vfmadd231ps (and in part
-// the convert) appear to take the pipes of vpdpbusd, so one fp32 step per 32-column block (3
-// ops per 8 vpdpbusd) holds this tile near 0.7 of the int8 peak. Its 1 x 16, 2 x 12, 3 x 8 and
-// 4 x 6 variants ran 559-572 there.
+// vpdpbusd alone issued 7.24 G a second (927 GOP/s, computed). Without the step's vmulps
+// 704-711, without its vcvtdq2ps 668-670, with a vcvtdq2ps and a vaddps 783-790: vmulps and
+// vfmadd231ps (and in part the convert) appear to take the pipes of vpdpbusd, so one fp32 step
+// per 32-column block (3 ops per 8 vpdpbusd) holds this tile near 0.7 of the int8 peak. Its
+// 1 x 16, 2 x 12, 3 x 8 and 4 x 6 variants ran 559-572 there.
 inline constexpr int kQ8PairTileTokens = 8;
 // Every grouped batch pairs its row groups. Pairs took batches from 32 tokens at first, which
 // left every call of 16-31 tokens (batched decode, and prefill through matrices of 5632 columns,
